@@ -1,0 +1,210 @@
+"""`train`: the command SageMaker runs in every container of a training job.
+
+parse (config.py) -> plan (plan.py) -> act (this file, cluster.py, supervise.py). Every failure path
+writes /opt/ml/output/failure and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sagemaker_mxnet_horovod import __version__
+from sagemaker_mxnet_horovod.config import ConfigError, Paths, load_training_config
+from sagemaker_mxnet_horovod.failure import describe_exit, rank_failure_message, write_failure
+from sagemaker_mxnet_horovod.plan import DEFAULT_ENTRYPOINTS_DIR, DEFAULT_RUN_DIR, Plan, describe, make_plan
+
+EXIT_CONFIG = 2  # the job's configuration is wrong; nothing ran
+
+
+class StopRequested(Exception):
+    """SIGTERM/SIGINT arrived before the job started."""
+
+
+def log(message: str) -> None:
+    print(f"train: {message}", file=sys.stderr, flush=True)
+
+
+def fail(paths: Paths, message: str, code: int = 1) -> int:
+    written = write_failure(paths.failure_file, message)
+    log(f"FAILED: {written}")
+    return code
+
+
+def _raise_stop(signum, _frame):
+    raise StopRequested(signal.Signals(signum).name)
+
+
+def fetch_user_code(plan: Plan) -> None:
+    """The user's script: reuse the toolkit's download/extract (S3 or local) and requirements install."""
+    from sagemaker_training import files, modules  # imported only when needed: it pulls in boto3
+
+    program = plan.program
+    code_dir = Path(program.code_dir)
+    if program.submit_directory != program.code_dir:
+        files.download_and_extract(program.submit_directory, str(code_dir))
+    if (code_dir / "requirements.txt").exists():
+        log(f"installing {code_dir / 'requirements.txt'}")
+        modules.install_requirements(str(code_dir), capture_error=True)
+    script = code_dir / program.name
+    if not script.exists():
+        raise ConfigError(f"sagemaker_program {program.name!r} is not in sagemaker_submit_directory "
+                          f"{program.submit_directory} (contents: {sorted(p.name for p in code_dir.iterdir())})")
+
+
+def bind_address(plan: Plan, facts) -> str:
+    return next((ip for name, ip in facts.interface_addresses if name == plan.interface), "")
+
+
+def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
+    from sagemaker_mxnet_horovod.cluster import ClusterError, Master, generate_key
+    from sagemaker_mxnet_horovod.supervise import Job, forward_stop_signals
+
+    master = None
+    if plan.workers:
+        started = time.monotonic()
+        run_dir = Path(plan.run_dir)
+        key = generate_key(run_dir / "id_ed25519")
+        master = Master(plan.workers, plan.handshake_port, bind_address(plan, facts), run_dir,
+                        deadline=started + plan.peer_timeout_s)
+        try:
+            master.gather(key)
+            master.verify_ssh(timeout_s=max(5.0, master.deadline - time.monotonic()))
+        except ClusterError as error:
+            message = f"cluster setup failed on master {plan.current_host}: {error}"
+            master.finish(1, message)
+            return fail(paths, message)
+        except StopRequested as stop:
+            master.finish(143, f"stopped by {stop} during cluster setup")
+            return fail(paths, f"stopped by {stop} while waiting for workers", 143)
+        log(f"{len(plan.workers)} worker(s) ready in {time.monotonic() - started:.2f} s")
+
+    job = Job(plan.command, env, tagged=plan.use_mpi)
+    forward_stop_signals(job)
+    if master:
+        master.on_worker_lost = lambda host: job.stop(
+            signal.SIGTERM, reason=f"worker {host} went away during the job (container stopped or crashed)",
+            grace_s=10.0)
+    started = time.monotonic()
+    job.start()
+    result = job.wait()
+    log(f"job {describe_exit(result.returncode)} after {time.monotonic() - started:.1f} s")
+
+    failure = None
+    code = result.returncode if result.returncode >= 0 else 128 - result.returncode
+    if code != 0:
+        if result.stopped_by_signal is not None:
+            failure = (f"stopped by {signal.Signals(result.stopped_by_signal).name} (SageMaker stop or spot "
+                       f"interruption); the job {describe_exit(result.returncode)}"
+                       + ("; killed after the grace period" if result.killed_after_grace else ""))
+        elif plan.use_mpi:
+            from sagemaker_mxnet_horovod.failure import parse_mpirun_failure
+
+            failure = rank_failure_message(result.returncode, parse_mpirun_failure(result.untagged_tail),
+                                           plan.rank_hosts, result.rank_stderr, result.untagged_tail)
+        else:
+            failure = rank_failure_message(result.returncode, None, plan.rank_hosts, result.rank_stderr,
+                                           result.untagged_tail)
+            failure = failure.replace("mpirun", plan.program.name, 1)
+        if result.abort_reason:
+            failure = f"{result.abort_reason}; {failure}"
+    if master:
+        master.finish(code, failure)
+    if failure:
+        return fail(paths, failure, code)
+    return 0
+
+
+def run_worker(plan: Plan, paths: Paths, facts) -> int:
+    from sagemaker_mxnet_horovod.cluster import ClusterError, Sshd, serve_master
+
+    stop_requested = threading.Event()
+    ready = threading.Event()
+
+    def on_signal(signum, frame):
+        if not ready.is_set():
+            _raise_stop(signum, frame)
+        stop_requested.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    sshd = Sshd(Path(plan.run_dir), bind_address(plan, facts) or None)
+    try:
+        ready.set()  # from here the worker waits for the master's verdict even when stopped
+        outcome = serve_master(plan.master_host, plan.handshake_port, plan.current_host, sshd,
+                               time.monotonic() + plan.peer_timeout_s, stop_requested)
+    except ClusterError as error:
+        return fail(paths, f"worker {plan.current_host}: {error}")
+    except StopRequested as stop:
+        return fail(paths, f"worker {plan.current_host} stopped by {stop} before the job started", 143)
+    finally:
+        sshd.stop()
+    if outcome.exit_code:
+        return fail(paths, f"worker {plan.current_host}: {outcome.failure}", outcome.exit_code)
+    log(f"job finished on {plan.master_host}; worker {plan.current_host} done")
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="train", description=__doc__.split("\n")[0])
+    parser.add_argument("--dry-run", action="store_true", help="print the plan for this host and exit")
+    parser.add_argument("--version", action="version", version=f"sagemaker-mxnet-horovod {__version__}")
+    args = parser.parse_args(argv)
+
+    from sagemaker_mxnet_horovod import facts as host_facts
+
+    env = dict(os.environ)
+    paths = Paths(Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml")))
+    signal.signal(signal.SIGTERM, _raise_stop)
+    try:
+        config = load_training_config(env)
+        facts = host_facts.gather(env)
+        plan = make_plan(config, facts, env, python=sys.executable,
+                         entrypoints_dir=env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
+                         run_dir=env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR))
+    except ConfigError as error:
+        return fail(paths, f"invalid job configuration: {error}", EXIT_CONFIG)
+    except StopRequested as stop:
+        return fail(paths, f"stopped by {stop} before the job started", 143)
+
+    if args.dry_run:
+        print(describe(plan, env))
+        return 0
+    for line in describe(plan, env).splitlines():
+        log(line)
+
+    try:
+        for directory in (paths.model_dir, paths.output_data_dir, Path(plan.run_dir)):
+            directory.mkdir(parents=True, exist_ok=True)
+        if not plan.program.builtin:
+            fetch_user_code(plan)
+        if plan.use_mpi:
+            (Path(plan.run_dir) / "rank-env.json").write_text(json.dumps(dict(plan.rank_env)))
+    except ConfigError as error:
+        return fail(paths, f"invalid job configuration: {error}", EXIT_CONFIG)
+    except StopRequested as stop:
+        return fail(paths, f"stopped by {stop} before the job started", 143)
+    except Exception as error:  # noqa: BLE001 - any setup failure must reach the failure file
+        return fail(paths, f"setup failed on {plan.current_host}: {type(error).__name__}: {error}")
+
+    try:
+        if plan.role == "worker":
+            return run_worker(plan, paths, facts)
+        return run_single_or_master(plan, {**env, **plan.env}, paths, facts)
+    except StopRequested as stop:
+        return fail(paths, f"stopped by {stop} before the job started", 143)
+    except Exception as error:  # noqa: BLE001
+        import traceback
+
+        traceback.print_exc()
+        return fail(paths, f"launcher error on {plan.current_host}: {type(error).__name__}: {error}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,409 @@
+"""Act: the master/worker handshake, the per-job SSH keys and sshd, and the completion signal.
+
+Protocol (JSON lines over TCP, worker connects to the master's handshake port):
+  worker -> {"type": "hello", "host": H, "version": V}
+  master -> {"type": "key", "authorized_key": "ssh-ed25519 ..."}        (or {"type": "reject", "message"})
+  worker -> {"type": "ready", "host_key": "ssh-ed25519 ..."}             (or {"type": "error", "message"})
+  master -> {"type": "heartbeat"} every HEARTBEAT_S while the job runs
+  master -> {"type": "done", "exit_code": N, "failure": "..."}
+  worker -> {"type": "bye"}
+The per-job key never leaves the job: the master generates it, gives each worker the public half, and pins
+each worker's freshly generated host key in its known_hosts, so ssh checks host keys strictly.
+Every wait has a deadline and, when it expires, says what it waited for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sagemaker_mxnet_horovod import __version__
+from sagemaker_mxnet_horovod.plan import ssh_options
+
+HEARTBEAT_S = 5.0
+HEARTBEAT_TIMEOUT_S = 30.0  # a worker that hears nothing from the master for this long gives up
+MESSAGE_TIMEOUT_S = 30.0  # one step of the handshake once connected
+SSHD = "/usr/sbin/sshd"
+
+
+class ClusterError(RuntimeError):
+    """A peer did not do its part in time, or said why it could not."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Framing.
+
+
+class Connection:
+    def __init__(self, sock: socket.socket, peer: str):
+        self.sock, self.peer = sock, peer
+        self.buffer = b""  # our own line buffer: a file object's breaks when a read times out
+        self.send_lock = threading.Lock()
+
+    def send(self, message: dict) -> None:
+        data = (json.dumps(message) + "\n").encode()
+        with self.send_lock:
+            self.sock.sendall(data)
+
+    def receive(self, timeout: float | None) -> dict | None:
+        """The next message, None on EOF; socket.timeout when nothing arrives in time."""
+        self.sock.settimeout(timeout)
+        while b"\n" not in self.buffer:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            message = json.loads(line)
+        except ValueError:
+            raise ClusterError(f"garbled handshake message from {self.peer}: {line[:80]!r}") from None
+        if not isinstance(message, dict) or "type" not in message:
+            raise ClusterError(f"unexpected handshake message from {self.peer}: {message!r}")
+        return message
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Keys and sshd.
+
+
+def generate_key(path: Path) -> str:
+    """An ed25519 key pair at path (private) and path.pub; returns the public key line."""
+    for stale in (path, path.with_name(path.name + ".pub")):
+        stale.unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sagemaker-cluster", "-f", str(path)],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return path.with_name(path.name + ".pub").read_text().strip()
+
+
+class Sshd:
+    """sshd for one job: key-only, this job's authorized key, host key generated now, one address."""
+
+    def __init__(self, run_dir: Path, listen_address: str | None, port: int = 22):
+        self.run_dir, self.listen_address, self.port = run_dir, listen_address, port
+        self.process: subprocess.Popen | None = None
+
+    def start(self, authorized_key: str, deadline: float) -> str:
+        """Start sshd and wait until it answers with an SSH banner; returns the host public key."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation directory
+        authorized = self.run_dir / "authorized_keys"
+        authorized.write_text(authorized_key + "\n")
+        authorized.chmod(0o600)
+        host_key = generate_key(self.run_dir / "ssh_host_ed25519_key")
+        argv = [
+            SSHD, "-D", "-e",
+            "-o", f"HostKey={self.run_dir}/ssh_host_ed25519_key",
+            "-o", f"AuthorizedKeysFile={authorized}",
+            "-o", f"PidFile={self.run_dir}/sshd.pid",
+            "-o", f"Port={self.port}",
+            "-o", "PasswordAuthentication=no",
+            "-o", "KbdInteractiveAuthentication=no",
+            "-o", "PermitRootLogin=prohibit-password",
+            "-o", "LogLevel=ERROR",
+        ]
+        if self.listen_address:
+            argv += ["-o", f"ListenAddress={self.listen_address}"]
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        address = self.listen_address or "127.0.0.1"
+        while True:
+            if self.process.poll() is not None:
+                raise ClusterError(f"sshd exited with code {self.process.returncode} at start (see its log above)")
+            try:
+                with socket.create_connection((address, self.port), timeout=1) as probe:
+                    if probe.recv(8).startswith(b"SSH-"):
+                        return host_key
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise ClusterError(f"sshd did not answer on {address}:{self.port} in time")
+            time.sleep(0.05)  # sshd has no readiness notification without systemd; poll its port briefly
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Master side.
+
+
+@dataclass
+class WorkerLink:
+    host: str
+    connection: Connection
+    host_key: str
+    lost: bool = False
+
+
+class Master:
+    def __init__(self, workers: tuple[str, ...], port: int, bind_address: str, run_dir: Path, deadline: float):
+        self.expected = set(workers)
+        self.port, self.bind_address, self.run_dir, self.deadline = port, bind_address, run_dir, deadline
+        self.links: dict[str, WorkerLink] = {}
+        self.errors: list[str] = []
+        self.cond = threading.Condition()
+        self.server: socket.socket | None = None
+        self.closing = False
+        self.on_worker_lost = None  # callback(host) while the job runs
+        self.watchers: list[threading.Thread] = []
+
+    def listen(self) -> None:
+        self.server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.server.bind((self.bind_address, self.port))
+        except OSError as error:
+            raise ClusterError(f"cannot listen for workers on {self.bind_address or '*'}:{self.port}: "
+                               f"{error.strerror}") from None
+        self.server.listen(64)
+        threading.Thread(target=self._accept_loop, daemon=True).start()
+
+    def _accept_loop(self) -> None:
+        while not self.closing:
+            try:
+                sock, address = self.server.accept()
+            except OSError:
+                return
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            threading.Thread(target=self._greet, args=(Connection(sock, address[0]),), daemon=True).start()
+
+    def _greet(self, connection: Connection) -> None:
+        try:
+            hello = connection.receive(MESSAGE_TIMEOUT_S)
+            if not hello or hello.get("type") != "hello":
+                connection.close()
+                return  # a port scanner or a stray client: not a worker
+            host = str(hello.get("host"))
+            if hello.get("version") != __version__:
+                self._fail(f"worker {host} runs launcher {hello.get('version')}, master runs {__version__}: "
+                           "every host of a job must use the same image", connection)
+                return
+            with self.cond:
+                problem = ("is not a worker of this job" if host not in self.expected
+                           else "connected twice" if host in self.links else None)
+            if problem:
+                self._fail(f"host {host!r} ({connection.peer}) {problem}; workers: {sorted(self.expected)}",
+                           connection)
+                return
+            connection.send({"type": "key", "authorized_key": self.authorized_key})
+            ready = connection.receive(MESSAGE_TIMEOUT_S)
+            if ready is None:
+                raise ClusterError(f"worker {host} disconnected during the handshake")
+            if ready.get("type") == "error":
+                raise ClusterError(f"worker {host}: {ready.get('message')}")
+            if ready.get("type") != "ready" or not ready.get("host_key"):
+                raise ClusterError(f"worker {host} sent {ready!r} instead of ready")
+            with self.cond:
+                self.links[host] = WorkerLink(host, connection, str(ready["host_key"]))
+                self.cond.notify_all()
+        except socket.timeout:
+            self._fail(f"worker at {connection.peer} stopped answering during the handshake", connection)
+        except (OSError, ClusterError) as error:
+            self._fail(str(error), connection)
+
+    def _fail(self, message: str, connection: Connection) -> None:
+        try:
+            connection.send({"type": "reject", "message": message})
+        except OSError:
+            pass
+        connection.close()
+        with self.cond:
+            self.errors.append(message)
+            self.cond.notify_all()
+
+    def gather(self, authorized_key: str) -> dict[str, WorkerLink]:
+        """Wait until every worker has its sshd up with our key, or fail naming who is missing."""
+        self.authorized_key = authorized_key
+        self.listen()
+        with self.cond:
+            while not self.errors and set(self.links) != self.expected:
+                remaining = self.deadline - time.monotonic()
+                if remaining <= 0:
+                    missing = sorted(self.expected - set(self.links))
+                    raise ClusterError(
+                        f"worker(s) {', '.join(missing)} did not check in with the master within the peer "
+                        f"timeout (mpi_peer_timeout_s): the container never started, cannot resolve or reach "
+                        f"the master on port {self.port}, or crashed before its handshake"
+                    )
+                self.cond.wait(remaining)
+            if self.errors:
+                raise ClusterError(self.errors[0])
+        known_hosts = "".join(f"{link.host} {link.host_key}\n" for link in self.links.values())
+        (self.run_dir / "known_hosts").write_text(known_hosts)
+        self.watchers = [threading.Thread(target=self._watch, args=(link,), daemon=True)
+                         for link in self.links.values()]
+        for watcher in self.watchers:
+            watcher.start()
+        threading.Thread(target=self._heartbeat, daemon=True).start()
+        return self.links
+
+    def _watch(self, link: WorkerLink) -> None:
+        """A worker's connection closing before `done` means the worker is gone."""
+        try:
+            while link.connection.receive(None) is not None:
+                pass
+        except (OSError, ClusterError):
+            pass
+        if not self.closing:
+            link.lost = True
+            if self.on_worker_lost:
+                self.on_worker_lost(link.host)
+
+    def _heartbeat(self) -> None:
+        while not self.closing:
+            for link in list(self.links.values()):
+                try:
+                    link.connection.send({"type": "heartbeat"})
+                except OSError:
+                    pass
+            with self.cond:
+                self.cond.wait(HEARTBEAT_S)
+
+    def verify_ssh(self, timeout_s: float) -> None:
+        """ssh to every worker once, in parallel: a bad key, host key or name fails here, clearly."""
+        options = ssh_options(str(self.run_dir))
+        procs = {host: subprocess.Popen(["ssh", *options, host, "true"], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for host in sorted(self.links)}
+        failures = []
+        for host, proc in procs.items():
+            try:
+                _, err = proc.communicate(timeout=max(1.0, timeout_s))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                failures.append(f"ssh to {host} did not finish in {timeout_s:.0f} s")
+                continue
+            if proc.returncode != 0:
+                failures.append(f"ssh to {host} failed: {err.decode(errors='replace').strip()}")
+        if failures:
+            raise ClusterError("; ".join(failures))
+
+    def finish(self, exit_code: int, failure: str | None, timeout_s: float = 10.0) -> None:
+        """Tell every worker the job's outcome and wait (briefly) for each to acknowledge."""
+        self.closing = True
+        with self.cond:
+            self.cond.notify_all()
+        for link in self.links.values():
+            try:
+                link.connection.send({"type": "done", "exit_code": exit_code, "failure": failure})
+            except OSError:
+                pass
+        # Each worker answers "bye" and closes its end, which ends its watcher: wait for that, briefly.
+        deadline = time.monotonic() + timeout_s
+        for watcher in self.watchers:
+            watcher.join(max(0.0, deadline - time.monotonic()))
+        for link in self.links.values():
+            link.connection.close()
+        if self.server:
+            self.server.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Worker side.
+
+
+def resolve(host: str, deadline: float) -> str:
+    """Hosts may resolve late on SageMaker: retry until the deadline, then say which name never resolved."""
+    delay = 0.05
+    while True:
+        try:
+            return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+        except socket.gaierror as error:
+            if time.monotonic() + delay > deadline:
+                raise ClusterError(f"host name {host!r} did not resolve within the peer timeout: {error}") from None
+        time.sleep(delay)  # nothing to await: DNS has no change notification
+        delay = min(1.0, delay * 2)
+
+
+def connect(host: str, port: int, deadline: float) -> Connection:
+    """Connect to the master, retrying while it is not listening yet, until the deadline."""
+    address = resolve(host, deadline)
+    delay = 0.05
+    while True:
+        try:
+            sock = socket.create_connection((address, port), timeout=max(0.1, min(5.0, deadline - time.monotonic())))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            return Connection(sock, host)
+        except OSError as error:
+            if time.monotonic() + delay > deadline:
+                raise ClusterError(f"could not reach the master {host} ({address}) on port {port} within the "
+                                   f"peer timeout: {error.strerror or error}") from None
+        time.sleep(delay)  # the master is not listening yet; connect() has no way to wait for that
+        delay = min(1.0, delay * 2)
+
+
+@dataclass
+class WorkerOutcome:
+    exit_code: int
+    failure: str | None
+
+
+def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline: float,
+                 stop_requested: threading.Event) -> WorkerOutcome:
+    """Check in with the master, run sshd for its mpirun, and wait for the job's outcome."""
+    connection = connect(master, port, deadline)
+    try:
+        connection.send({"type": "hello", "host": current_host, "version": __version__})
+        reply = connection.receive(max(1.0, deadline - time.monotonic()))
+        if reply is None:
+            raise ClusterError(f"the master {master} closed the connection during the handshake")
+        if reply.get("type") == "reject":
+            raise ClusterError(f"the master {master} rejected this worker: {reply.get('message')}")
+        try:
+            host_key = sshd.start(str(reply["authorized_key"]), deadline)
+        except (ClusterError, OSError, subprocess.CalledProcessError) as error:
+            connection.send({"type": "error", "message": f"sshd on {current_host} did not start: {error}"})
+            raise
+        connection.send({"type": "ready", "host_key": host_key})
+        last_heard = time.monotonic()
+        stop_deadline = None
+        while True:
+            if stop_requested.is_set() and stop_deadline is None:
+                # SageMaker stops every host at once; the master forwards the stop to the ranks and reports.
+                stop_deadline = time.monotonic() + 100.0
+            try:
+                message = connection.receive(1.0)
+            except socket.timeout:
+                message = {"type": "tick"}
+            if message is None:
+                return WorkerOutcome(1, f"lost contact with the master {master}: it closed the connection "
+                                        "without reporting the job's result (it crashed or was killed)")
+            kind = message.get("type")
+            if kind == "done":
+                try:
+                    connection.send({"type": "bye"})
+                except OSError:
+                    pass
+                code = int(message.get("exit_code", 1))
+                if code == 0:
+                    return WorkerOutcome(0, None)
+                return WorkerOutcome(code, f"the job failed on {master}: {message.get('failure') or f'exit code {code}'}")
+            if kind == "reject":
+                raise ClusterError(f"the master {master} rejected this worker: {message.get('message')}")
+            now = time.monotonic()
+            if kind == "heartbeat":
+                last_heard = now
+            elif now - last_heard > HEARTBEAT_TIMEOUT_S:
+                return WorkerOutcome(1, f"lost contact with the master {master}: no heartbeat for "
+                                        f"{HEARTBEAT_TIMEOUT_S:.0f} s (host down or network partition)")
+            if stop_deadline is not None and now > stop_deadline:
+                return WorkerOutcome(143, f"stopped by SIGTERM; the master {master} reported no result in time")
+    finally:
+        connection.close()

@@ -1,0 +1,145 @@
+"""Failure reports: what SageMaker shows users (the first 1024 characters of /opt/ml/output/failure).
+
+The cause goes first (which host or rank, exit code or signal, the error line), then the detail. The
+parsers of mpirun's output are pure and unit-tested on captured text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+FAILURE_LIMIT = 1024
+
+_PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
+_EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
+_SIGNALED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)(?: \(([^)]*)\))?")
+_LOST_DAEMON = re.compile(r"Remote daemon:\s*\[\[\d+,\d+\],\d+\] on node (\S+)")
+
+
+@dataclass(frozen=True)
+class RankFailure:
+    rank: int | None
+    host: str | None
+    exit_code: int | None = None
+    signal_number: int | None = None
+    lost_host: str | None = None
+
+
+def parse_mpirun_failure(mpirun_lines: Iterable[str]) -> RankFailure | None:
+    """Find the first failed rank in mpirun's own (untagged) output."""
+    text = "\n".join(mpirun_lines)
+    match = _LOST_DAEMON.search(text)
+    if match:
+        return RankFailure(rank=None, host=match.group(1), lost_host=match.group(1))
+    match = _SIGNALED.search(text)
+    if match:
+        return RankFailure(rank=int(match.group(1)), host=match.group(2), signal_number=int(match.group(3)))
+    rank = _PROCESS_NAME.search(text)
+    code = _EXIT_CODE.search(text)
+    if rank:
+        return RankFailure(rank=int(rank.group(1)), host=None, exit_code=int(code.group(1)) if code else None)
+    return None
+
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_exit(returncode: int) -> str:
+    """Popen returncode: negative means killed by a signal."""
+    if returncode < 0:
+        return f"was killed by {signal_name(-returncode)}"
+    if returncode > 128 and returncode - 128 in signal.Signals._value2member_map_:
+        return f"exited with code {returncode} ({signal_name(returncode - 128)})"
+    return f"exited with code {returncode}"
+
+
+def error_line(lines: Sequence[str]) -> str | None:
+    """The line that names the error: the last non-blank stderr line, usually the exception."""
+    for line in reversed(lines):
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def rank_failure_message(
+    returncode: int,
+    failure: RankFailure | None,
+    rank_hosts: Sequence[str],
+    rank_stderr: Mapping[int, Sequence[str]],
+    mpirun_tail: Sequence[str],
+) -> str:
+    """Cause first: which rank on which host, how it ended, its error line; then its last stderr lines."""
+    if failure and failure.lost_host:
+        head = (f"lost contact with host {failure.lost_host}: its MPI daemon died or the network to it failed "
+                f"(mpirun exited with code {returncode})")
+        return head + _tail_block("mpirun", mpirun_tail)
+    if failure and failure.rank is not None:
+        rank = failure.rank
+        # The plan's names, not mpirun's: mpirun knows the master by its container hostname.
+        host = rank_hosts[rank] if rank < len(rank_hosts) else failure.host or "?"
+        if failure.signal_number is not None:
+            how = f"was killed by {signal_name(failure.signal_number)}"
+        elif failure.exit_code is not None:
+            how = describe_exit(failure.exit_code)
+        else:
+            how = "failed"
+        lines = rank_stderr.get(rank, ())
+        cause = error_line(lines)
+        head = f"rank {rank} on {host} {how}" + (f": {cause}" if cause else "")
+        return head + _tail_block(f"rank {rank} stderr", lines)
+    # No rank named: the first rank that wrote to stderr is the best lead.
+    for rank in sorted(rank_stderr):
+        cause = error_line(rank_stderr[rank])
+        if cause:
+            host = rank_hosts[rank] if rank < len(rank_hosts) else "?"
+            return (f"mpirun {describe_exit(returncode)}; rank {rank} on {host} reported: {cause}"
+                    + _tail_block(f"rank {rank} stderr", rank_stderr[rank]))
+    cause = first_meaningful_line(mpirun_tail)
+    return (f"mpirun {describe_exit(returncode)}" + (f": {cause}" if cause else "")
+            + _tail_block("mpirun", mpirun_tail[-10:]))
+
+
+def first_meaningful_line(lines: Sequence[str]) -> str | None:
+    """mpirun's first line of its own that is not decoration: usually the cause (an ssh error, say)."""
+    for line in lines:
+        text = line.strip()
+        if text and not set(text) <= set("-=*"):
+            return text
+    return None
+
+
+def _tail_block(title: str, lines: Sequence[str]) -> str:
+    lines = [line for line in lines if line.strip()]
+    if not lines:
+        return ""
+    return f"\n--- last lines of {title} ---\n" + "\n".join(lines)
+
+
+def fit(message: str, limit: int = FAILURE_LIMIT) -> str:
+    """At most `limit` characters, keeping the cause (first line) and the newest detail (the tail)."""
+    if len(message) <= limit:
+        return message
+    first, _, rest = message.partition("\n")
+    if len(first) >= limit - 20:
+        return first[: limit - 3] + "..."
+    room = limit - len(first) - len("\n...\n")
+    return f"{first}\n...\n{rest[-room:]}"
+
+
+def write_failure(path: Path, message: str) -> str:
+    """Write the failure file atomically; returns what was written."""
+    text = fit(message)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text + "\n")
+    os.replace(tmp, path)
+    return text

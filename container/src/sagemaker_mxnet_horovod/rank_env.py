@@ -1,0 +1,42 @@
+"""Run one rank of the job: this host's SM_* environment, line-buffered output, then the program.
+
+- mpirun exports the master's environment to every rank, so SM_CURRENT_HOST and friends would name the
+  master on every host (the sagemaker-training toolkit has this bug). Each host's launcher writes its own
+  values to RUN_DIR/rank-env.json before the job starts; they are applied here.
+- mpirun --tag-output tags every chunk a rank writes. Block-buffered output arrives late, unbuffered
+  output (PYTHONUNBUFFERED) arrives in pieces and gets tagged mid-line, breaking metric regexes. A Python
+  program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
+
+usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR -- PROGRAM [ARGS...]
+"""
+
+import json
+import os
+import runpy
+import sys
+
+RANK_ENV_FILE = "rank-env.json"
+
+
+def main(argv: list) -> None:
+    if len(argv) < 3 or argv[1] != "--":
+        sys.exit("usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR -- PROGRAM [ARGS...]")
+    run_dir, program = argv[0], argv[2:]
+    try:
+        with open(os.path.join(run_dir, RANK_ENV_FILE)) as f:
+            os.environ.update(json.load(f))
+    except FileNotFoundError:
+        pass  # not started by the launcher (plain mpirun): the exported environment is all there is
+    if program[0] == sys.executable and len(program) > 1 and program[1].endswith(".py"):
+        script = program[1]
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(line_buffering=True, write_through=False)
+        sys.argv = program[1:]
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        runpy.run_path(script, run_name="__main__")
+    else:
+        os.execvp(program[0], program)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
