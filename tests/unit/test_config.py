@@ -1,0 +1,224 @@
+"""Parse: SageMaker's JSON files and SM_* overrides into typed settings; bad input names key and value."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sagemaker_mxnet_horovod.config import (
+    ConfigError,
+    Paths,
+    decode_hyperparameter,
+    load_training_config,
+    parse_bool,
+    parse_float,
+    parse_hyperparameters,
+    parse_input_data_config,
+    parse_int,
+    parse_launcher_settings,
+    parse_resource_config,
+    parse_training_config,
+)
+
+PATHS = Paths(Path("/opt/ml"))
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("true", True), ("True", True), ("TRUE", True), ("1", True), (" true ", True),
+    ("false", False), ("False", False), ("FALSE", False), ("0", False), (True, True), (False, False),
+])
+def test_bool_parses_strictly(text, expected):
+    assert parse_bool("k", text) is expected
+
+
+@pytest.mark.parametrize("text", ["yes", "no", "", "2", "truee", "none", "on"])
+def test_bad_bool_names_key_and_value(text):
+    with pytest.raises(ConfigError, match=f"hyperparameter flag={text!r} is not a boolean"):
+        parse_bool("flag", text)
+
+
+def test_ints_and_floats():
+    assert parse_int("n", "3") == 3
+    assert parse_int("n", " 12 ") == 12
+    assert parse_float("x", "0.5") == 0.5
+    assert parse_float("x", "1e-3") == 0.001
+    with pytest.raises(ConfigError, match="n='3.5' is not an integer"):
+        parse_int("n", "3.5")
+    with pytest.raises(ConfigError, match="n='two' is not an integer"):
+        parse_int("n", "two")
+    with pytest.raises(ConfigError, match="is not an integer"):
+        parse_int("n", True)
+    with pytest.raises(ConfigError, match="n='0' must be >= 1"):
+        parse_int("n", "0", minimum=1)
+    with pytest.raises(ConfigError, match="x='fast' is not a number"):
+        parse_float("x", "fast")
+    with pytest.raises(ConfigError, match="not a finite number"):
+        parse_float("x", "nan")
+
+
+@pytest.mark.parametrize("raw,decoded", [
+    ('"mnist"', "mnist"),  # SDK v2 JSON-encodes strings
+    ("mnist", "mnist"),
+    ("3", "3"),  # numbers stay text: typed parsers decide per key
+    ("False", "False"),  # not guessed into a bool
+    ('[1, 2]', [1, 2]),
+    ('{"a": 1}', {"a": 1}),
+    ('"unterminated', '"unterminated'),
+    (5, 5),
+])
+def test_decode_hyperparameter(raw, decoded):
+    assert decode_hyperparameter(raw) == decoded
+
+
+def test_resource_config_sorted_and_master():
+    rc = parse_resource_config(
+        {"current_host": "algo-2", "hosts": ["algo-2", "algo-1"], "network_interface_name": "eth0",
+         "current_instance_type": "ml.c5.xlarge"}, {})
+    assert rc.hosts == ("algo-1", "algo-2")
+    assert rc.master_host == "algo-1"
+    assert not rc.is_master
+    assert rc.network_interface_name == "eth0"
+    assert rc.current_instance_type == "ml.c5.xlarge"
+
+
+def test_resource_config_keys_on_config_not_hostname():
+    # SDK v2 local mode: host names with a random suffix, container hostname is the container id.
+    rc = parse_resource_config({"current_host": "algo-1-x7k2q", "hosts": ["algo-2-ab12c", "algo-1-x7k2q"]}, {})
+    assert rc.is_master and rc.master_host == "algo-1-x7k2q"
+
+
+def test_resource_config_env_overrides():
+    rc = parse_resource_config(
+        {"current_host": "algo-1", "hosts": ["algo-1"]},
+        {"SM_HOSTS": '["algo-1", "algo-2"]', "SM_CURRENT_HOST": "algo-2", "SM_NETWORK_INTERFACE_NAME": "eth1"})
+    assert rc.hosts == ("algo-1", "algo-2") and rc.current_host == "algo-2"
+    assert rc.network_interface_name == "eth1"
+
+
+def test_no_resource_config_is_one_host():
+    rc = parse_resource_config(None, {})
+    assert rc.hosts == ("algo-1",) and rc.is_master
+
+
+@pytest.mark.parametrize("data,message", [
+    ({"current_host": "algo-1", "hosts": []}, "'hosts' is empty"),
+    ({"current_host": "algo-3", "hosts": ["algo-1", "algo-2"]}, "current_host 'algo-3' is not in hosts"),
+    ({"current_host": "algo-1", "hosts": "algo-1"}, "'hosts' must be a list"),
+    ({"current_host": "algo-1", "hosts": ["algo-1", "algo-1"]}, "duplicates"),
+    ({"hosts": ["algo-1"]}, "'current_host' must be a non-empty string"),
+    ({"current_host": 3, "hosts": ["algo-1"]}, "'current_host' must be a non-empty string"),
+    ([], "must be a JSON object"),
+])
+def test_bad_resource_config(data, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_resource_config(data, {})
+
+
+def test_bad_sm_hosts_override():
+    with pytest.raises(ConfigError, match="SM_HOSTS="):
+        parse_resource_config({"current_host": "algo-1", "hosts": ["algo-1"]}, {"SM_HOSTS": "algo-1,algo-2"})
+
+
+def test_input_data_config():
+    channels = parse_input_data_config({
+        "train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-recordio"},
+        "test": {"S3DistributionType": "FullyReplicated"},
+    })
+    assert [(c.name, c.input_mode) for c in channels] == [("test", "File"), ("train", "Pipe")]
+    with pytest.raises(ConfigError, match="channel 'train' has TrainingInputMode 'Stream'"):
+        parse_input_data_config({"train": {"TrainingInputMode": "Stream"}})
+    with pytest.raises(ConfigError, match="channel 'train' must be an object"):
+        parse_input_data_config({"train": "s3://x"})
+
+
+def test_launcher_knobs_are_consumed_and_typed():
+    hps = parse_hyperparameters({
+        "sagemaker_program": '"mnist"',
+        "sagemaker_mpi_enabled": "False",
+        "sagemaker_mpi_num_of_processes_per_host": "2",
+        "sagemaker_mpi_custom_mpi_options": "-x FOO='a b' --mca btl_tcp_if_exclude lo",
+        "mpi_peer_timeout_s": "30",
+        "horovod_autotune": "true",
+        "horovod_fusion_threshold_mb": "64",
+        "horovod_cycle_time_ms": "3.5",
+        "epochs": "2",
+    }, {})
+    settings, warnings = parse_launcher_settings(hps, {})
+    assert settings.program == "mnist"
+    assert settings.mpi_enabled is False  # the toolkit treats "False" as true
+    assert settings.processes_per_host == 2
+    assert settings.custom_mpi_options == ("-x", "FOO=a b", "--mca", "btl_tcp_if_exclude", "lo")
+    assert settings.peer_timeout_s == 30
+    assert settings.horovod_autotune and not settings.horovod_timeline
+    assert settings.horovod_fusion_threshold_mb == 64
+    assert settings.horovod_cycle_time_ms == 3.5
+    assert warnings == []
+
+
+def test_unknown_launcher_knob_warns():
+    _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
+    assert len(warnings) == 2
+    assert "'horovod_fusion_mb'" in warnings[0] and "'mpi_foo'" in warnings[1]
+
+
+def test_knobs_from_environment_hyperparameter_wins():
+    settings, _ = parse_launcher_settings({}, {"SAGEMAKER_PROGRAM": "mask_rcnn", "MPI_PEER_TIMEOUT_S": "12"})
+    assert settings.program == "mask_rcnn" and settings.peer_timeout_s == 12
+    settings, _ = parse_launcher_settings({"mpi_peer_timeout_s": "7"}, {"MPI_PEER_TIMEOUT_S": "12"})
+    assert settings.peer_timeout_s == 7
+
+
+@pytest.mark.parametrize("hps,message", [
+    ({"sagemaker_mpi_enabled": "yes"}, "sagemaker_mpi_enabled='yes' is not a boolean"),
+    ({"sagemaker_mpi_num_of_processes_per_host": "two"}, "sagemaker_mpi_num_of_processes_per_host='two'"),
+    ({"sagemaker_mpi_num_of_processes_per_host": "0"}, "must be >= 1"),
+    ({"mpi_peer_timeout_s": "soon"}, "mpi_peer_timeout_s='soon' is not a number"),
+    ({"horovod_timeline": "maybe"}, "horovod_timeline='maybe'"),
+    ({"sagemaker_mpi_custom_mpi_options": "-x 'unterminated"}, "sagemaker_mpi_custom_mpi_options"),
+    ({"mpi_handshake_port": "70000"}, "not a TCP port"),
+])
+def test_bad_knobs(hps, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_launcher_settings(hps, {})
+
+
+def test_sm_hps_overrides_file():
+    hps = parse_hyperparameters({"epochs": "1", "lr": "0.1"}, {"SM_HPS": '{"epochs": 5}'})
+    assert hps == {"epochs": 5, "lr": "0.1"}
+    with pytest.raises(ConfigError, match="SM_HPS is not valid JSON"):
+        parse_hyperparameters({}, {"SM_HPS": "{epochs"})
+
+
+def test_program_args_exclude_launcher_keys():
+    config = parse_training_config(
+        PATHS, {"current_host": "algo-1", "hosts": ["algo-1"]},
+        {"sagemaker_program": '"mnist"', "horovod_timeline": "true", "mpi_peer_timeout_s": "5",
+         "batch-size": "64", "use_fpn": "False", "layers": "[1, 2]"},
+        {"train": {}}, {})
+    assert dict(config.program_args) == {"batch-size": "64", "use_fpn": "False", "layers": "[1, 2]"}
+    assert [c.name for c in config.channels] == ["train"]
+
+
+def write_config(root: Path, resource=None, hps=None, inputs=None, raw=None):
+    config_dir = root / "input" / "config"
+    config_dir.mkdir(parents=True)
+    for name, data in (("resourceconfig", resource), ("hyperparameters", hps), ("inputdataconfig", inputs)):
+        if data is not None:
+            (config_dir / f"{name}.json").write_text(json.dumps(data))
+    for name, text in (raw or {}).items():
+        (config_dir / f"{name}.json").write_text(text)
+
+
+def test_load_from_files(tmp_path):
+    write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"]}, {"sagemaker_program": "mnist"},
+                 {"train": {"TrainingInputMode": "File"}})
+    config = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)})
+    assert config.resource.hosts == ("algo-1", "algo-2")
+    assert config.settings.program == "mnist"
+    assert config.paths.failure_file == tmp_path / "output" / "failure"
+
+
+def test_bad_json_file_names_the_file(tmp_path):
+    write_config(tmp_path, raw={"hyperparameters": "{not json"})
+    with pytest.raises(ConfigError, match=r"hyperparameters.json is not valid JSON"):
+        load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)})

@@ -1,0 +1,282 @@
+"""Plan: the mpirun argv and environment as data, for every shape of job."""
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from sagemaker_mxnet_horovod.config import Paths, parse_training_config
+from sagemaker_mxnet_horovod.facts import HostFacts
+from sagemaker_mxnet_horovod.plan import PlanError, choose_interface, describe, make_plan
+
+PATHS = Paths(Path("/opt/ml"))
+CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
+GPU8 = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0", hostname="ip-10")
+
+
+def config(hosts=("algo-1",), current="algo-1", hps=None, interface="eth0", instance_type=None, channels=None):
+    resource = {"current_host": current, "hosts": list(hosts)}
+    if interface:
+        resource["network_interface_name"] = interface
+    if instance_type:
+        resource["current_instance_type"] = instance_type
+    return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **(hps or {})},
+                                 channels if channels is not None else {"train": {}, "test": {}}, {})
+
+
+def plan(cfg, facts=CPU2, env=None, **kwargs):
+    return make_plan(cfg, facts, env or {"PATH": "/usr/bin"}, python="/opt/venv/bin/python", **kwargs)
+
+
+def mca(argv):
+    return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "-mca"}
+
+
+def exported(argv):
+    return {argv[i + 1] for i, a in enumerate(argv) if a == "-x"}
+
+
+def program_part(argv):
+    return list(argv[argv.index("sagemaker_mxnet_horovod.rank_env") - 2:])
+
+
+def test_single_process_runs_program_without_mpi():
+    p = plan(config(hps={"epochs": "3"}))
+    assert p.role == "single" and not p.use_mpi and p.total_processes == 1
+    assert p.command == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.rank_env", "/run/sagemaker-cluster",
+                         "--", "/opt/venv/bin/python", "/opt/entrypoints/mnist.py", "--epochs", "3")
+    assert "mpirun" not in p.command
+    assert "OMP_NUM_THREADS" not in p.env
+
+
+def test_two_hosts_one_process_each_master():
+    p = plan(config(hosts=("algo-1", "algo-2")))
+    assert p.role == "master" and p.use_mpi and p.workers == ("algo-2",)
+    argv = p.command
+    assert argv[:4] == ("mpirun", "--allow-run-as-root", "--tag-output", "--host")
+    # The master's own slots under its real hostname: Open MPI starts those locally.
+    assert argv[4] == "c0ffee:1,algo-2:1"
+    assert argv[argv.index("-np") + 1] == "2"
+    assert "-bind-to" in argv and argv[argv.index("-bind-to") + 1] == "none"
+    assert argv[argv.index("-map-by") + 1] == "slot"
+    params = mca(argv)
+    assert params["pml"] == "ob1" and params["btl"] == "^openib"
+    assert params["btl_tcp_if_include"] == "eth0" and params["oob_tcp_if_include"] == "eth0"
+    assert params["orte_abort_on_non_zero_status"] == "1"
+    assert params["plm_rsh_no_tree_spawn"] == "1"
+    assert "StrictHostKeyChecking=yes" in params["plm_rsh_args"]
+    assert "IdentityFile=/run/sagemaker-cluster/id_ed25519" in params["plm_rsh_args"]
+    assert params["mpi_yield_when_idle"] == "1"  # 2 cores, 1 rank: still below the threshold
+    assert p.rank_hosts == ("algo-1", "algo-2")
+    assert program_part(argv)[-2:] == ["/opt/venv/bin/python", "/opt/entrypoints/mnist.py"]
+
+
+def test_worker_runs_no_command_but_has_rank_env():
+    p = plan(config(hosts=("algo-1", "algo-2"), current="algo-2"))
+    assert p.role == "worker" and p.command == ()
+    assert p.master_host == "algo-1"
+    assert p.rank_env["SM_CURRENT_HOST"] == "algo-2"
+
+
+def test_two_hosts_two_processes():
+    p = plan(config(hosts=("algo-1", "algo-2"), hps={"sagemaker_mpi_num_of_processes_per_host": "2"}))
+    argv = p.command
+    assert argv[4] == "c0ffee:2,algo-2:2" and argv[argv.index("-np") + 1] == "4"
+    assert p.rank_hosts == ("algo-1", "algo-1", "algo-2", "algo-2")
+    assert p.env["OMP_NUM_THREADS"] == "1"
+
+
+def test_one_host_two_processes_needs_no_ssh_or_interface_flags():
+    p = plan(config(hps={"sagemaker_mpi_num_of_processes_per_host": "2"}))
+    params = mca(p.command)
+    assert p.role == "master" and p.workers == ()
+    assert "plm_rsh_args" not in params and "btl_tcp_if_include" not in params
+    assert p.command[4] == "c0ffee:2"
+
+
+def test_processes_default_to_gpu_count():
+    p = plan(config(hosts=("algo-1", "algo-2")), facts=GPU8)
+    assert p.processes_per_host == 8 and p.total_processes == 16
+    assert p.env["OMP_NUM_THREADS"] == "8"
+    assert "mpi_yield_when_idle" not in mca(p.command)  # 8 cores per rank: busy polling is affordable
+
+
+def test_more_processes_than_gpus_is_an_error():
+    with pytest.raises(PlanError, match="has 8 GPU.* more processes than slots"):
+        plan(config(hps={"sagemaker_mpi_num_of_processes_per_host": "9"}), facts=GPU8)
+
+
+def test_more_processes_than_cores_is_an_error():
+    with pytest.raises(PlanError, match="has 2 CPU core.* more processes than slots"):
+        plan(config(hps={"sagemaker_mpi_num_of_processes_per_host": "3"}))
+
+
+def test_mpi_enabled_explicitly_on_one_process():
+    p = plan(config(hps={"sagemaker_mpi_enabled": "true"}))
+    assert p.use_mpi and p.command[0] == "mpirun" and p.command[p.command.index("-np") + 1] == "1"
+
+
+def test_mpi_disabled_on_two_hosts_runs_each_alone():
+    p = plan(config(hosts=("algo-1", "algo-2"), current="algo-2", hps={"sagemaker_mpi_enabled": "False"}))
+    assert p.role == "single" and not p.use_mpi and p.hosts == ("algo-2",)
+    assert any("each of the 2 hosts" in n for n in p.notes)
+
+
+def test_mpi_disabled_with_many_processes_is_an_error():
+    with pytest.raises(PlanError, match="sagemaker_mpi_enabled=false cannot run 2 processes"):
+        plan(config(hps={"sagemaker_mpi_enabled": "false", "sagemaker_mpi_num_of_processes_per_host": "2"}))
+
+
+def test_interface_that_does_not_exist_falls_back_to_default_route():
+    # SDK v3 local mode writes "ethwe", which compose does not create.
+    p = plan(config(hosts=("algo-1", "algo-2"), interface="ethwe"))
+    assert p.interface == "eth0"
+    assert mca(p.command)["btl_tcp_if_include"] == "eth0"
+    assert p.env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert p.rank_env["SM_NETWORK_INTERFACE_NAME"] == "eth0"
+    assert any("'ethwe' does not exist" in n for n in p.notes)
+
+
+def test_choose_interface():
+    facts = HostFacts(cpu_count=1, interfaces=("eth0", "eth1"), default_route_interface="eth1")
+    assert choose_interface("eth0", facts) == ("eth0", None)
+    assert choose_interface(None, facts) == ("eth1", None)
+    assert choose_interface("ethwe", facts)[0] == "eth1"
+    assert choose_interface("x", HostFacts(cpu_count=1, interfaces=("ens5",)))[0] == "ens5"
+    assert choose_interface("x", HostFacts(cpu_count=1)) == (None, "network_interface_name 'x' does not exist "
+                                                                    "here; using None")
+
+
+def test_no_interface_for_multi_host_is_an_error():
+    with pytest.raises(PlanError, match="no network interface"):
+        plan(config(hosts=("algo-1", "algo-2")), facts=HostFacts(cpu_count=2))
+
+
+def test_custom_mpi_options_keep_quoting_and_come_before_the_program():
+    p = plan(config(hosts=("algo-1", "algo-2"),
+                    hps={"sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=INFO -x 'MSG=hello world'"}))
+    argv = list(p.command)
+    i = argv.index("MSG=hello world")
+    assert argv[i - 1] == "-x" and i < argv.index("sagemaker_mxnet_horovod.rank_env")
+    assert shlex.split(shlex.join(argv)) == argv
+
+
+def test_user_mca_setting_replaces_ours():
+    p = plan(config(hosts=("algo-1", "algo-2"),
+                    hps={"sagemaker_mpi_custom_mpi_options": "-mca btl_tcp_if_include eth1 "
+                                                             "-mca mpi_yield_when_idle 0"}))
+    values = [p.command[i + 2] for i, a in enumerate(p.command) if a == "-mca" and p.command[i + 1] in
+              ("btl_tcp_if_include", "mpi_yield_when_idle")]
+    assert values == ["eth1", "0"]  # only the user's
+    p = plan(config(hosts=("algo-1", "algo-2")), env={"OMPI_MCA_mpi_yield_when_idle": "0"})
+    assert "mpi_yield_when_idle" not in mca(p.command)
+
+
+def test_exported_environment():
+    env = {"PATH": "/opt/venv/bin:/usr/bin", "LD_LIBRARY_PATH": "/x", "MXNET_HOME": "/m", "HOME": "/root",
+           "AWS_REGION": "us-west-2", "NCCL_DEBUG": "INFO", "SECRET_THING": "no"}
+    p = plan(config(hosts=("algo-1", "algo-2"), hps={"horovod_timeline": "true"}), env=env)
+    names = exported(p.command)
+    assert {"PATH", "LD_LIBRARY_PATH", "MXNET_HOME", "AWS_REGION", "NCCL_DEBUG", "OMP_NUM_THREADS",
+            "HOROVOD_TIMELINE", "SM_CHANNEL_TRAIN", "SM_HOSTS", "NCCL_SOCKET_IFNAME"} <= names
+    assert "HOME" not in names and "SECRET_THING" not in names
+
+
+def test_user_environment_wins_over_defaults():
+    env = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "7", "NCCL_SOCKET_IFNAME": "eth9"}
+    p = plan(config(hosts=("algo-1", "algo-2")), env=env)
+    assert "OMP_NUM_THREADS" not in p.env and "NCCL_SOCKET_IFNAME" not in p.env
+    assert any(n.startswith("OMP_NUM_THREADS=7 (set by you") for n in p.notes)
+
+
+def test_rcnn_gpu_defaults_only_on_gpu_and_user_wins():
+    cfg = parse_training_config(PATHS, {"current_host": "algo-1", "hosts": ["algo-1"]},
+                                {"sagemaker_program": "mask_rcnn"}, {}, {})
+    p = make_plan(cfg, GPU8, {"MXNET_CUDNN_AUTOTUNE_DEFAULT": "1"}, python="python")
+    assert p.env["MXNET_GPU_MEM_POOL_TYPE"] == "Round"
+    assert p.env["MXNET_GPU_COPY_NTHREADS"] == "1"
+    assert "MXNET_CUDNN_AUTOTUNE_DEFAULT" not in p.env
+    assert "MXNET_GPU_MEM_POOL_TYPE" not in make_plan(cfg, CPU2, {}, python="python").env
+    mnist = make_plan(config(), GPU8, {}, python="python")
+    assert "MXNET_GPU_MEM_POOL_TYPE" not in mnist.env
+
+
+def test_horovod_knobs():
+    p = plan(config(hosts=("algo-1", "algo-2"), hps={
+        "horovod_autotune": "true", "horovod_timeline": "1", "horovod_fusion_threshold_mb": "32",
+        "horovod_cycle_time_ms": "2.5"}))
+    assert p.env["HOROVOD_AUTOTUNE"] == "1"
+    assert p.env["HOROVOD_AUTOTUNE_LOG"] == "/opt/ml/output/data/horovod_autotune_log.csv"
+    assert p.env["HOROVOD_TIMELINE"] == "/opt/ml/output/data/horovod_timeline.json"
+    assert p.env["HOROVOD_FUSION_THRESHOLD"] == str(32 * 1024 * 1024)
+    assert p.env["HOROVOD_CYCLE_TIME"] == "2.5"
+    off = plan(config(hosts=("algo-1", "algo-2"), hps={"horovod_autotune": "False"}))
+    assert "HOROVOD_AUTOTUNE" not in off.env
+
+
+def test_efa_instance_types():
+    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p4d.24xlarge"), facts=GPU8)
+    assert p.env["FI_PROVIDER"] == "efa" and p.env["FI_EFA_USE_DEVICE_RDMA"] == "1"
+    assert p.env["NCCL_PROTO"] == "simple"
+    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3dn.24xlarge"), facts=GPU8)
+    assert p.env["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in p.env
+    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3.16xlarge"), facts=GPU8)
+    assert "FI_PROVIDER" not in p.env
+
+
+def test_toolkit_compatible_sm_environment():
+    cfg = config(hosts=("algo-1", "algo-2"), hps={"batch-size": "64", "lr": "0.1"},
+                 channels={"train": {"TrainingInputMode": "Pipe"}, "test": {}})
+    env = plan(cfg).rank_env
+    assert json.loads(env["SM_HOSTS"]) == ["algo-1", "algo-2"]
+    assert env["SM_CURRENT_HOST"] == "algo-1"
+    assert env["SM_CHANNEL_TRAIN"] == "/opt/ml/input/data/train"
+    assert json.loads(env["SM_CHANNELS"]) == ["test", "train"]
+    assert env["SM_MODEL_DIR"] == "/opt/ml/model" and env["SM_OUTPUT_DATA_DIR"] == "/opt/ml/output/data"
+    assert env["SM_NUM_GPUS"] == "0" and env["SM_NUM_CPUS"] == "2"
+    assert json.loads(env["SM_HPS"]) == {"batch-size": "64", "lr": "0.1"}  # no launcher keys
+    assert env["SM_HP_BATCH-SIZE"] == "64"
+    assert json.loads(env["SM_USER_ARGS"]) == ["--batch-size", "64", "--lr", "0.1"]
+    assert json.loads(env["SM_INPUT_DATA_CONFIG"])["train"]["TrainingInputMode"] == "Pipe"
+    training_env = json.loads(env["SM_TRAINING_ENV"])
+    assert training_env["current_host"] == "algo-1" and training_env["hosts"] == ["algo-1", "algo-2"]
+
+
+def test_unknown_program():
+    cfg = parse_training_config(PATHS, None, {"sagemaker_program": "resnet"}, None, {})
+    with pytest.raises(PlanError, match="unknown program 'resnet': use one of mnist, faster_rcnn, mask_rcnn"):
+        make_plan(cfg, CPU2, {})
+
+
+def test_no_program():
+    cfg = parse_training_config(PATHS, None, {}, None, {})
+    with pytest.raises(PlanError, match="no program to run"):
+        make_plan(cfg, CPU2, {})
+
+
+def test_user_script_from_submit_directory():
+    cfg = parse_training_config(PATHS, None, {"sagemaker_program": '"train.py"',
+                                              "sagemaker_submit_directory": '"s3://bucket/src/sourcedir.tar.gz"',
+                                              "epochs": "1"}, None, {})
+    p = make_plan(cfg, CPU2, {}, python="python")
+    assert not p.program.builtin and p.program.submit_directory == "s3://bucket/src/sourcedir.tar.gz"
+    assert p.program.argv == ("python", "/opt/ml/code/train.py", "--epochs", "1")
+    sh = parse_training_config(PATHS, None, {"sagemaker_program": "run.sh", "sagemaker_submit_directory": "/x"},
+                               None, {})
+    assert make_plan(sh, CPU2, {}).program.argv == ("/bin/sh", "/opt/ml/code/run.sh")
+
+
+@pytest.mark.parametrize("name", ["/etc/passwd", "../escape.py"])
+def test_user_script_must_stay_inside_submit_directory(name):
+    cfg = parse_training_config(PATHS, None, {"sagemaker_program": name, "sagemaker_submit_directory": "/x"}, None, {})
+    with pytest.raises(PlanError, match="must be a path inside sagemaker_submit_directory"):
+        make_plan(cfg, CPU2, {})
+
+
+def test_describe_lists_role_hosts_command_and_notes():
+    p = plan(config(hosts=("algo-1", "algo-2"), interface="ethwe"))
+    text = describe(p, {"PATH": "/usr/bin"})
+    assert "role: master" in text and "hosts: algo-1:1, algo-2:1" in text
+    assert "command: mpirun " in text and "OMP_NUM_THREADS=2" in text
+    assert "note: network_interface_name 'ethwe' does not exist" in text
