@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from sagemaker_mxnet_horovod.config import (
     ConfigError,
     Paths,

@@ -5,7 +5,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-
 from sagemaker_mxnet_horovod.config import Paths, parse_training_config
 from sagemaker_mxnet_horovod.facts import HostFacts
 from sagemaker_mxnet_horovod.plan import PlanError, choose_interface, describe, make_plan
@@ -144,8 +143,8 @@ def test_choose_interface():
     assert choose_interface(None, facts) == ("eth1", None)
     assert choose_interface("ethwe", facts)[0] == "eth1"
     assert choose_interface("x", HostFacts(cpu_count=1, interfaces=("ens5",)))[0] == "ens5"
-    assert choose_interface("x", HostFacts(cpu_count=1)) == (None, "network_interface_name 'x' does not exist "
-                                                                    "here; using None")
+    note = "network_interface_name 'x' does not exist here; using None"
+    assert choose_interface("x", HostFacts(cpu_count=1)) == (None, note)
 
 
 def test_no_interface_for_multi_host_is_an_error():

@@ -86,11 +86,10 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
         log(f"{len(plan.workers)} worker(s) ready in {time.monotonic() - started:.2f} s")
 
     job = Job(plan.command, env, tagged=plan.use_mpi)
-    forward_stop_signals(job)
+    forward_stop_signals(job, on_stop=master.broadcast_stop if master else None)
     if master:
-        master.on_worker_lost = lambda host: job.stop(
-            signal.SIGTERM, reason=f"worker {host} went away during the job (container stopped or crashed)",
-            grace_s=10.0)
+        master.on_worker_lost = lambda host: job.abort(
+            f"worker {host} went away during the job (container stopped or crashed)")
     started = time.monotonic()
     job.start()
     result = job.wait()
@@ -123,6 +122,7 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
 
 def run_worker(plan: Plan, paths: Paths, facts) -> int:
     from sagemaker_mxnet_horovod.cluster import ClusterError, Sshd, serve_master
+    from sagemaker_mxnet_horovod.supervise import signal_local_ranks
 
     stop_requested = threading.Event()
     ready = threading.Event()
@@ -130,6 +130,8 @@ def run_worker(plan: Plan, paths: Paths, facts) -> int:
     def on_signal(signum, frame):
         if not ready.is_set():
             _raise_stop(signum, frame)
+        # SageMaker stops every host at once: let this host's ranks checkpoint, then wait for the master.
+        signal_local_ranks(signum)
         stop_requested.set()
 
     signal.signal(signal.SIGTERM, on_signal)

@@ -15,7 +15,6 @@ Every wait has a deadline and, when it expires, says what it waited for.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import threading
@@ -124,6 +123,7 @@ class Sshd:
             try:
                 with socket.create_connection((address, self.port), timeout=1) as probe:
                     if probe.recv(8).startswith(b"SSH-"):
+                        probe.sendall(b"SSH-2.0-readiness-probe\r\n")  # so sshd logs no protocol error
                         return host_key
             except OSError:
                 pass
@@ -213,7 +213,7 @@ class Master:
             with self.cond:
                 self.links[host] = WorkerLink(host, connection, str(ready["host_key"]))
                 self.cond.notify_all()
-        except socket.timeout:
+        except TimeoutError:
             self._fail(f"worker at {connection.peer} stopped answering during the handshake", connection)
         except (OSError, ClusterError) as error:
             self._fail(str(error), connection)
@@ -275,6 +275,14 @@ class Master:
                     pass
             with self.cond:
                 self.cond.wait(HEARTBEAT_S)
+
+    def broadcast_stop(self, signum: int) -> None:
+        """Ask every worker to pass a stop signal to its ranks (when only the master was signalled)."""
+        for link in list(self.links.values()):
+            try:
+                link.connection.send({"type": "stop", "signal": int(signum)})
+            except OSError:
+                pass
 
     def verify_ssh(self, timeout_s: float) -> None:
         """ssh to every worker once, in parallel: a bad key, host key or name fails here, clearly."""
@@ -380,7 +388,7 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
                 stop_deadline = time.monotonic() + 100.0
             try:
                 message = connection.receive(1.0)
-            except socket.timeout:
+            except TimeoutError:
                 message = {"type": "tick"}
             if message is None:
                 return WorkerOutcome(1, f"lost contact with the master {master}: it closed the connection "
@@ -397,6 +405,10 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
                 return WorkerOutcome(code, f"the job failed on {master}: {message.get('failure') or f'exit code {code}'}")
             if kind == "reject":
                 raise ClusterError(f"the master {master} rejected this worker: {message.get('message')}")
+            if kind == "stop":
+                from sagemaker_mxnet_horovod.supervise import signal_local_ranks
+
+                signal_local_ranks(int(message.get("signal", 15)))
             now = time.monotonic()
             if kind == "heartbeat":
                 last_heard = now

@@ -7,11 +7,13 @@ raise ConfigError with a message that names the file, key and value at fault.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 BUILTIN_PROGRAMS = ("mnist", "faster_rcnn", "mask_rcnn")
 
@@ -173,7 +175,7 @@ def parse_float(key: str, value: Any, minimum: float | None = None) -> float:
         number = float(str(value).strip())
     except ValueError:
         raise ConfigError(f"hyperparameter {key}={value!r} is not a number") from None
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         raise ConfigError(f"hyperparameter {key}={value!r} is not a finite number")
     if minimum is not None and number < minimum:
         raise ConfigError(f"hyperparameter {key}={value!r} must be >= {minimum:g}")

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 import re
 import signal
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 FAILURE_LIMIT = 1024
 

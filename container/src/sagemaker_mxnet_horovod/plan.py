@@ -6,9 +6,9 @@ Nothing here touches the system. `make_plan` is what `train --dry-run` prints an
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from sagemaker_mxnet_horovod.config import BUILTIN_PROGRAMS, ConfigError, TrainingConfig
 from sagemaker_mxnet_horovod.facts import HostFacts
@@ -378,14 +378,12 @@ def make_plan(
 
 def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
     """Human-readable plan, for `train --dry-run` and the start log."""
-    import shlex
-
+    slots = ", ".join(f"{h}:{plan.processes_per_host}" for h in plan.hosts)
+    processes = f"{plan.total_processes} process{'es' if plan.total_processes != 1 else ''}"
     lines = [
         f"role: {plan.role}",
         f"current host: {plan.current_host}  master: {plan.master_host}",
-        f"hosts: {', '.join(f'{h}:{plan.processes_per_host}' for h in plan.hosts)}"
-        f"  ({plan.total_processes} process{'es' if plan.total_processes != 1 else ''}"
-        f"{', MPI' if plan.use_mpi else ', no MPI'})",
+        f"hosts: {slots}  ({processes}, {'MPI' if plan.use_mpi else 'no MPI'})",
         f"interface: {plan.interface}",
         f"program: {plan.program.name}" + ("" if plan.program.builtin else f" from {plan.program.submit_directory}"),
     ]

@@ -14,8 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 TAIL_LINES = 20
 _TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr)>:(.*)$", re.DOTALL)
@@ -41,7 +41,7 @@ class Job:
         self.stopped_by_signal: int | None = None
         self.killed_after_grace = False
         self.abort_reason: str | None = None
-        self._kill_timer: threading.Timer | None = None
+        self._timers: list[threading.Timer] = []
 
     def start(self) -> None:
         # A new session: signals to the launcher don't reach the job directly; we forward them once.
@@ -75,20 +75,38 @@ class Job:
                         self.rank_stderr.setdefault(0, collections.deque(maxlen=TAIL_LINES)).append(text)
         source.close()
 
-    def stop(self, signum: int = signal.SIGTERM, reason: str | None = None, grace_s: float | None = None) -> None:
-        """Forward `signum` to the job; SIGKILL its whole process group if it outlives the grace period."""
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        """Graceful stop (SageMaker stop, spot interruption): the ranks get the signal first, so they can
+        checkpoint; Open MPI would SIGKILL them 1 s after forwarding it. mpirun follows after the grace."""
         if self.process is None or self.process.poll() is not None:
             return
-        if reason and not self.abort_reason:
+        if self.tagged:
+            signal_local_ranks(signum)
+            self._arm(self.stop_grace_s, lambda: self._signal_job(signal.SIGTERM))
+        else:
+            self._signal_job(signum)
+        self._arm(self.stop_grace_s + 10, self._kill)
+
+    def abort(self, reason: str, grace_s: float = 10.0) -> None:
+        """End the job now (a worker is gone): mpirun stops every rank; SIGKILL if that hangs."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        if not self.abort_reason:
             self.abort_reason = reason
+        self._signal_job(signal.SIGTERM)
+        self._arm(grace_s, self._kill)
+
+    def _signal_job(self, signum: int) -> None:
         try:
             self.process.send_signal(signum)
         except ProcessLookupError:
-            return
-        if self._kill_timer is None:
-            self._kill_timer = threading.Timer(self.stop_grace_s if grace_s is None else grace_s, self._kill)
-            self._kill_timer.daemon = True
-            self._kill_timer.start()
+            pass
+
+    def _arm(self, delay: float, action) -> None:
+        timer = threading.Timer(delay, action)
+        timer.daemon = True
+        timer.start()
+        self._timers.append(timer)
 
     def _kill(self) -> None:
         if self.process and self.process.poll() is None:
@@ -104,8 +122,8 @@ class Job:
         deadline = time.monotonic() + 5  # output of ranks killed with the job may still be in flight
         for pump in self._pumps:
             pump.join(max(0.0, deadline - time.monotonic()))
-        if self._kill_timer:
-            self._kill_timer.cancel()
+        for timer in self._timers:
+            timer.cancel()
         with self.lock:
             return JobResult(
                 returncode=returncode,
@@ -117,7 +135,7 @@ class Job:
             )
 
 
-def forward_stop_signals(job: Job) -> None:
+def forward_stop_signals(job: Job, on_stop=None) -> None:
     """SIGTERM/SIGINT to the launcher stop the job (SageMaker's StopTrainingJob, spot interruption)."""
 
     def handler(signum, _frame):
@@ -125,7 +143,44 @@ def forward_stop_signals(job: Job) -> None:
             job.stopped_by_signal = signum
             print(f"train: received {signal.Signals(signum).name}; stopping the job "
                   f"(killing it if still running after {job.stop_grace_s:g} s)", file=sys.stderr, flush=True)
-        job.stop(signum)
+        elif signum == job.stopped_by_signal:
+            return  # SageMaker and compose may both send SIGTERM: one graceful stop is enough
+        job.request_stop(signum)
+        if on_stop:
+            on_stop(signum)
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+
+
+_DAEMONS = {"mpirun", "orterun", "orted", "prterun", "prted"}
+
+
+def local_rank_pids() -> list[int]:
+    """The MPI ranks on this host: the children of the Open MPI daemon (mpirun on the master, orted on
+    workers, where sshd started it, not the launcher)."""
+    parents: dict[int, tuple[str, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # comm is in parentheses and may contain spaces; ppid is the second field after it.
+        comm = stat[stat.index("(") + 1: stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        parents[int(entry)] = (comm, ppid)
+    daemons = {pid for pid, (comm, _) in parents.items() if comm in _DAEMONS}
+    return [pid for pid, (_, ppid) in parents.items() if ppid in daemons]
+
+
+def signal_local_ranks(signum: int) -> list[int]:
+    pids = local_rank_pids()
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+    return pids

@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Run a SageMaker-like training job on N local containers of the image: the same files, network and
+`docker run IMAGE train` that SageMaker uses, without an AWS account.
+
+Each host gets its own /opt/ml (a directory under --workdir) with resourceconfig.json, hyperparameters.json
+and inputdataconfig.json; containers join a private network under the names algo-1..algo-N, while their own
+hostnames are random (as in SDK local mode, where the hostname is the container id). Channels are
+bind-mounted read-only; Pipe-mode channels are fed through FIFOs <channel>_<epoch> as SageMaker does.
+
+  scripts/local_job.py --image sagemaker-mxnet-horovod:cpu --hosts 2 \\
+      --hp sagemaker_program=mnist --hp epochs=2 --channel train=data/train --channel test=data/test
+
+Used by the integration tests, `make demo` and the benchmarks (import run_job). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DOCKER = os.environ.get("DOCKER", "docker")
+
+
+@dataclass
+class HostResult:
+    name: str
+    exit_code: int | None  # None: never started or still running at the deadline
+    logs: str
+    failure: str | None
+    root: Path  # this host's /opt/ml
+    seconds: float | None = None  # from job start to this container's exit
+
+
+@dataclass
+class JobResult:
+    hosts: list[HostResult]
+    seconds: float  # wall time from the first container's start to the last exit
+    timed_out: bool = False
+
+    @property
+    def master(self) -> HostResult:
+        return self.hosts[0]
+
+    @property
+    def exit_codes(self) -> list:
+        return [h.exit_code for h in self.hosts]
+
+    def describe(self) -> str:
+        lines = [f"job: {self.seconds:.1f} s{' (TIMED OUT)' if self.timed_out else ''}"]
+        for h in self.hosts:
+            lines.append(f"--- {h.name}: exit {h.exit_code}" + (f", failure: {h.failure!r}" if h.failure else ""))
+            lines.append(h.logs[-6000:])
+        return "\n".join(lines)
+
+
+@dataclass
+class Channel:
+    name: str
+    source: Path
+    mode: str = "File"  # File | Pipe
+
+
+@dataclass
+class JobSpec:
+    image: str
+    hosts: int = 2
+    hyperparameters: dict = field(default_factory=dict)
+    channels: list = field(default_factory=list)
+    env: dict = field(default_factory=dict)
+    instance_type: str = "ml.c5.xlarge"
+    interface_name: str = "eth0"  # what resourceconfig.json claims; SDK v3 local mode writes "ethwe"
+    start_delays: dict = field(default_factory=dict)  # host -> seconds before its container starts
+    network_alias_delays: dict = field(default_factory=dict)  # host -> seconds before its name resolves
+    skip_hosts: tuple = ()  # hosts whose containers never start
+    timeout_s: float = 600.0
+    pipe_epochs: int = 1
+    extra_mounts: list = field(default_factory=list)  # (host_path, container_path, mode)
+    command: tuple = ("train",)
+    code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
+
+
+def host_names(count: int) -> list:
+    return [f"algo-{i}" for i in range(1, count + 1)]
+
+
+def docker(*args, check=True, capture=True, timeout=None) -> subprocess.CompletedProcess:
+    return subprocess.run([DOCKER, *args], check=check, text=True, timeout=timeout,
+                          stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None)
+
+
+def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:
+    config = root / "input" / "config"
+    config.mkdir(parents=True, exist_ok=True)
+    for sub in ("model", "output/data", "checkpoints", "input/data"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (config / "resourceconfig.json").write_text(json.dumps({
+        "current_host": host, "hosts": hosts, "network_interface_name": spec.interface_name,
+        "current_instance_type": spec.instance_type, "current_group_name": "homogeneousCluster",
+        "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": spec.instance_type,
+                             "hosts": hosts}],
+    }))
+    # SDK v2 JSON-encodes every hyperparameter value; do the same so the launcher sees what SageMaker sends.
+    (config / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) for k, v in spec.hyperparameters.items()}))
+    (config / "inputdataconfig.json").write_text(json.dumps({
+        c.name: {"TrainingInputMode": c.mode, "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+        for c in spec.channels}))
+
+
+def feed_pipes(data_dir: Path, channel: Channel, epochs: int, stop: threading.Event) -> None:
+    """SageMaker Pipe mode: FIFO <channel>_<epoch>, one per epoch, each carrying the whole channel."""
+    files = sorted(p for p in channel.source.rglob("*") if p.is_file())
+    for epoch in range(epochs):
+        fifo = data_dir / f"{channel.name}_{epoch}"
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        try:
+            fd = os.open(fifo, os.O_WRONLY)  # blocks until the rank opens it
+        except OSError:
+            return
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for path in files:
+                    with open(path, "rb") as f:
+                        shutil.copyfileobj(f, out)
+        except (BrokenPipeError, OSError):
+            pass
+        if stop.is_set():
+            return
+
+
+def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: bool = False) -> JobResult:
+    project = project or f"smj-{secrets.token_hex(3)}"
+    hosts = host_names(spec.hosts)
+    network = f"{project}-net"
+    docker("network", "create", network)
+    stop = threading.Event()
+    containers: dict = {}
+    started_at = time.monotonic()
+    try:
+        for host in hosts:
+            root = workdir / host
+            prepare_host(root, spec, host, hosts)
+            if spec.code_dir:
+                shutil.copytree(spec.code_dir, root / "code", dirs_exist_ok=True)
+            for channel in spec.channels:
+                if channel.mode == "Pipe":
+                    for epoch in range(spec.pipe_epochs):
+                        os.mkfifo(root / "input" / "data" / f"{channel.name}_{epoch}")
+                    threading.Thread(target=feed_pipes, args=(root / "input" / "data", channel, spec.pipe_epochs,
+                                                              stop), daemon=True).start()
+
+        def start(host: str) -> None:
+            root = workdir / host
+            delay = spec.start_delays.get(host, 0)
+            if delay:
+                time.sleep(delay)  # the scenario under test: a host that starts late
+            alias_delay = spec.network_alias_delays.get(host)
+            args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", secrets.token_hex(6),
+                    "--network", network if alias_delay is None else "none",
+                    "-v", f"{root.resolve()}:/opt/ml"]
+            if alias_delay is None:
+                args += ["--network-alias", host]
+            for channel in spec.channels:
+                if channel.mode == "File":
+                    args += ["-v", f"{channel.source.resolve()}:/opt/ml/input/data/{channel.name}:ro"]
+            for source, target, mode in spec.extra_mounts:
+                args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
+            for key, value in spec.env.items():
+                args += ["-e", f"{key}={value}"]
+            containers[host] = docker(*args, spec.image, *spec.command).stdout.strip()
+            if alias_delay is not None:
+                # The container runs but its name does not resolve for others until it joins the network.
+                time.sleep(alias_delay)
+                docker("network", "disconnect", "none", containers[host], check=False)
+                docker("network", "connect", "--alias", host, network, containers[host])
+
+        threads = []
+        for host in hosts:
+            if host in spec.skip_hosts:
+                continue
+            if spec.start_delays.get(host) or spec.network_alias_delays.get(host) is not None:
+                t = threading.Thread(target=start, args=(host,), daemon=True)
+                t.start()
+                threads.append(t)
+            else:
+                start(host)
+
+        exit_times: dict = {}
+        deadline = started_at + spec.timeout_s
+        timed_out = False
+        pending = [h for h in hosts if h not in spec.skip_hosts]
+        while pending:
+            for t in threads:
+                t.join(0)
+            for host in list(pending):
+                cid = containers.get(host)
+                if not cid:
+                    continue
+                state = docker("inspect", "-f", "{{.State.Status}}", cid, check=False).stdout.strip()
+                if state in ("exited", "dead"):
+                    exit_times[host] = time.monotonic() - started_at
+                    pending.remove(host)
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(0.2)  # polling docker: `docker wait` on several containers has no timeout
+
+        results = []
+        for host in hosts:
+            cid = containers.get(host)
+            failure_file = workdir / host / "output" / "failure"
+            failure = failure_file.read_text().strip() if failure_file.exists() else None
+            if not cid:
+                results.append(HostResult(host, None, "", failure, workdir / host))
+                continue
+            running = host not in exit_times
+            if running:
+                docker("kill", cid, check=False)
+            code = docker("inspect", "-f", "{{.State.ExitCode}}", cid, check=False).stdout.strip()
+            logs = docker("logs", cid, check=False)
+            results.append(HostResult(host, None if running else int(code), logs.stdout + logs.stderr, failure,
+                                      workdir / host, exit_times.get(host)))
+        seconds = max(exit_times.values(), default=time.monotonic() - started_at)
+        return JobResult(results, seconds, timed_out)
+    finally:
+        stop.set()
+        for cid in containers.values():
+            docker("rm", "-f", cid, check=False)
+        docker("network", "rm", network, check=False)
+        # Unblock feeder threads still waiting for a reader.
+        for host in hosts:
+            for fifo in (workdir / host / "input" / "data").glob("*_[0-9]*"):
+                if fifo.is_fifo():
+                    try:
+                        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+                    except OSError:
+                        pass
+
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
+    parser.add_argument("--hosts", type=int, default=2)
+    parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="hyperparameter")
+    parser.add_argument("--channel", action="append", default=[], metavar="NAME=DIR[:Pipe]")
+    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--pipe-epochs", type=int, default=1)
+    args = parser.parse_args(argv)
+
+    channels = []
+    for item in args.channel:
+        name, _, rest = item.partition("=")
+        source, _, mode = rest.partition(":")
+        channels.append(Channel(name, Path(source), mode or "File"))
+    spec = JobSpec(image=args.image, hosts=args.hosts,
+                   hyperparameters=dict(item.split("=", 1) for item in args.hp),
+                   channels=channels, env=dict(item.split("=", 1) for item in args.env),
+                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs)
+    if args.workdir.exists():
+        shutil.rmtree(args.workdir)
+    args.workdir.mkdir(parents=True)
+    result = run_job(spec, args.workdir)
+    for host in result.hosts:
+        print(f"===== {host.name} (exit {host.exit_code}) =====")
+        print(host.logs.rstrip())
+    print("=" * 60)
+    print(f"job finished in {result.seconds:.1f} s; exit codes: "
+          + ", ".join(f"{h.name}={h.exit_code}" for h in result.hosts))
+    for host in result.hosts:
+        if host.failure:
+            print(f"{host.name} failure: {host.failure}")
+    print(f"model (master): {result.master.root / 'model'}")
+    print(f"output (master): {result.master.root / 'output'}")
+    return 0 if all(code == 0 for code in result.exit_codes) and not result.timed_out else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""A tiny Horovod program for launcher tests: allreduce, one file per rank, optional failures."""
+
+import json
+import os
+import signal
+import sys
+import time
+
+import horovod.mxnet as hvd
+import mxnet as mx
+
+hvd.init()
+rank, size = hvd.rank(), hvd.size()
+total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
+record = {"rank": rank, "size": size, "local_rank": hvd.local_rank(), "sum": total,
+          "host": os.environ.get("SM_CURRENT_HOST"), "args": sys.argv[1:]}
+path = os.path.join(os.environ["SM_MODEL_DIR"], f"rank-{rank}.json")
+with open(path + ".tmp", "w") as f:
+    json.dump(record, f)
+os.replace(path + ".tmp", path)
+print(f"rank {rank}/{size} on {record['host']}: sum={total[0]}")
+
+fail_rank = os.environ.get("FAIL_RANK")
+if fail_rank is not None and int(fail_rank) == rank:
+    mode = os.environ.get("FAIL_MODE", "raise")
+    if mode == "raise":
+        raise ValueError(f"rank {rank} was asked to fail")
+    if mode == "segv":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    if mode == "exit0":
+        sys.exit(0)
+    if mode == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+# The others keep working in collectives, as real training would while a peer dies.
+for step in range(int(os.environ.get("EXTRA_STEPS", "0"))):
+    hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}")
+    time.sleep(0.1)
