@@ -6,6 +6,7 @@ Nothing here touches the system. `make_plan` is what `train --dry-run` prints an
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
