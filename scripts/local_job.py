@@ -85,6 +85,7 @@ class JobSpec:
     pipe_epochs: int = 1
     extra_mounts: list = field(default_factory=list)  # (host_path, container_path, mode)
     command: tuple = ("train",)
+    hostname_is_alias: bool = False  # hostname algo-N as on SageMaker (default: random, as in SDK local mode)
     code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
 
 
@@ -164,7 +165,8 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
             if delay:
                 time.sleep(delay)  # the scenario under test: a host that starts late
             alias_delay = spec.network_alias_delays.get(host)
-            args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", secrets.token_hex(6),
+            hostname = host if spec.hostname_is_alias else secrets.token_hex(6)
+            args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", hostname,
                     "--network", network if alias_delay is None else "none",
                     "-v", f"{root.resolve()}:/opt/ml"]
             if alias_delay is None:

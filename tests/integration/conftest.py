@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local_job import JobSpec, run_job
+from local_job import JobSpec, run_job  # noqa: E402
 
 CODE_DIR = Path(__file__).resolve().parent / "code"
 DOCKER = os.environ.get("DOCKER", "docker")

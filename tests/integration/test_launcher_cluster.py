@@ -3,10 +3,7 @@ private network, random container hostnames (as in SDK local mode), `docker run 
 
 import json
 
-import pytest
 from conftest import run
-
-pytestmark = pytest.mark.integration
 
 
 def rank_records(result):
@@ -19,7 +16,7 @@ def rank_records(result):
 
 
 def test_two_hosts_one_process_each(image, tmp_path):
-    result = run(image, tmp_path, hps={"epochs": "1", "flag": "False"})
+    result = run(image, tmp_path, hps={"epochs": "1", "flag": "False"}, env={"JOB_ENV_PROBE": "from-environment"})
     assert result.exit_codes == [0, 0], result.describe()
     records = rank_records(result)
     assert sorted(records) == [0, 1]
@@ -28,9 +25,10 @@ def test_two_hosts_one_process_each(image, tmp_path):
         # Each rank ran on its own host and saw that host's SM_CURRENT_HOST (the toolkit gets this wrong).
         assert written_on == record["host"] == f"algo-{rank + 1}"
         assert record["args"] == ["--epochs", "1", "--flag", "False"]
+        # The job's `environment` (set on every container) reaches ranks on workers too.
+        assert record["probe"] == "from-environment"
     assert all(h.failure is None for h in result.hosts)
     assert "1 worker(s) ready" in result.master.logs
-    # SDK v3 local mode claims "ethwe"; the launcher must notice and use the real interface.
 
 
 def test_two_hosts_two_processes_each(image, tmp_path):
@@ -79,6 +77,6 @@ def test_invalid_hyperparameter_fails_fast(image, tmp_path):
 def test_single_process_writes_failure(image, tmp_path):
     result = run(image, tmp_path, hosts=1, env={"FAIL_RANK": "0"})
     assert result.exit_codes == [1], result.describe()
-    assert result.master.failure.splitlines()[0] == "rank 0 on algo-1 exited with code 1: ValueError: rank 0 was " \
-                                                    "asked to fail"
+    first_line = result.master.failure.splitlines()[0]
+    assert first_line == "allreduce.py on algo-1 exited with code 1: ValueError: rank 0 was asked to fail"
 

@@ -6,6 +6,7 @@ from sagemaker_mxnet_horovod.failure import (
     RankFailure,
     fit,
     parse_mpirun_failure,
+    process_failure_message,
     rank_failure_message,
     write_failure,
 )
@@ -115,3 +116,9 @@ def test_cgroup_cpu_limit():
     assert parse_cgroup_cpu_limit("150000 100000", None, None) == 2
     assert parse_cgroup_cpu_limit(None, "-1", "100000") is None
     assert parse_cgroup_cpu_limit(None, "400000", "100000") == 4
+
+
+def test_process_failure_message():
+    message = process_failure_message("train.py", "algo-1", -9, ["loading", "Killed"])
+    assert message.splitlines()[0] == "train.py on algo-1 was killed by SIGKILL: Killed"
+    assert process_failure_message("mnist", "algo-1", 2, []) == "mnist on algo-1 exited with code 2"

@@ -279,3 +279,15 @@ def test_describe_lists_role_hosts_command_and_notes():
     assert "role: master" in text and "hosts: algo-1:1, algo-2:1" in text
     assert "command: mpirun " in text and "OMP_NUM_THREADS=2" in text
     assert "note: network_interface_name 'ethwe' does not exist" in text
+
+
+def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
+    from sagemaker_mxnet_horovod.plan import rank_environment
+
+    container_env = {"PATH": "/opt/venv/bin", "MY_SETTING": "x", "OMPI_MCA_btl": "tcp", "OMP_NUM_THREADS": "3"}
+    worker = plan(config(hosts=("algo-1", "algo-2"), current="algo-2"), env=container_env)
+    env = rank_environment(worker, container_env)
+    assert env["MY_SETTING"] == "x"  # the job's `environment`, as this container got it
+    assert env["SM_CURRENT_HOST"] == "algo-2"
+    assert env["OMP_NUM_THREADS"] == "3"  # the user's value wins
+    assert "OMPI_MCA_btl" not in env  # Open MPI's own variables stay as mpirun set them per rank

@@ -17,8 +17,21 @@ from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.config import ConfigError, Paths, load_training_config
-from sagemaker_mxnet_horovod.failure import describe_exit, rank_failure_message, write_failure
-from sagemaker_mxnet_horovod.plan import DEFAULT_ENTRYPOINTS_DIR, DEFAULT_RUN_DIR, Plan, describe, make_plan
+from sagemaker_mxnet_horovod.failure import (
+    describe_exit,
+    parse_mpirun_failure,
+    process_failure_message,
+    rank_failure_message,
+    write_failure,
+)
+from sagemaker_mxnet_horovod.plan import (
+    DEFAULT_ENTRYPOINTS_DIR,
+    DEFAULT_RUN_DIR,
+    Plan,
+    describe,
+    make_plan,
+    rank_environment,
+)
 
 EXIT_CONFIG = 2  # the job's configuration is wrong; nothing ran
 
@@ -103,14 +116,11 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
                        f"interruption); the job {describe_exit(result.returncode)}"
                        + ("; killed after the grace period" if result.killed_after_grace else ""))
         elif plan.use_mpi:
-            from sagemaker_mxnet_horovod.failure import parse_mpirun_failure
-
             failure = rank_failure_message(result.returncode, parse_mpirun_failure(result.untagged_tail),
                                            plan.rank_hosts, result.rank_stderr, result.untagged_tail)
         else:
-            failure = rank_failure_message(result.returncode, None, plan.rank_hosts, result.rank_stderr,
-                                           result.untagged_tail)
-            failure = failure.replace("mpirun", plan.program.name, 1)
+            failure = process_failure_message(plan.program.name, plan.current_host, result.returncode,
+                                              result.rank_stderr.get(0, ()))
         if result.abort_reason:
             failure = f"{result.abort_reason}; {failure}"
     if master:
@@ -187,7 +197,9 @@ def main(argv=None) -> int:
         if not plan.program.builtin:
             fetch_user_code(plan)
         if plan.use_mpi:
-            (Path(plan.run_dir) / "rank-env.json").write_text(json.dumps(dict(plan.rank_env)))
+            rank_env_file = Path(plan.run_dir) / "rank-env.json"
+            rank_env_file.touch(mode=0o600)  # the container's environment may hold credentials
+            rank_env_file.write_text(json.dumps(rank_environment(plan, env)))
     except ConfigError as error:
         return fail(paths, f"invalid job configuration: {error}", EXIT_CONFIG)
     except StopRequested as stop:

@@ -107,14 +107,16 @@ class Sshd:
             "-o", f"HostKey={self.run_dir}/ssh_host_ed25519_key",
             "-o", f"AuthorizedKeysFile={authorized}",
             "-o", f"PidFile={self.run_dir}/sshd.pid",
-            "-o", f"Port={self.port}",
             "-o", "PasswordAuthentication=no",
             "-o", "KbdInteractiveAuthentication=no",
             "-o", "PermitRootLogin=prohibit-password",
             "-o", "LogLevel=ERROR",
         ]
         if self.listen_address:
-            argv += ["-o", f"ListenAddress={self.listen_address}"]
+            # Port is cumulative in sshd: pass it only inside ListenAddress, or it binds twice.
+            argv += ["-o", f"ListenAddress={self.listen_address}:{self.port}"]
+        else:
+            argv += ["-o", f"Port={self.port}"]
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
         address = self.listen_address or "127.0.0.1"
         while True:

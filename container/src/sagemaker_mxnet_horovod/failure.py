@@ -117,6 +117,13 @@ def first_meaningful_line(lines: Sequence[str]) -> str | None:
     return None
 
 
+def process_failure_message(program: str, host: str, returncode: int, stderr: Sequence[str]) -> str:
+    """A program run without MPI: no ranks, just the process and its last stderr lines."""
+    cause = error_line(stderr)
+    head = f"{program} on {host} {describe_exit(returncode)}" + (f": {cause}" if cause else "")
+    return head + _tail_block(f"{program} stderr", stderr)
+
+
 def _tail_block(title: str, lines: Sequence[str]) -> str:
     lines = [line for line in lines if line.strip()]
     if not lines:

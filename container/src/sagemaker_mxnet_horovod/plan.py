@@ -13,6 +13,7 @@ from pathlib import Path
 
 from sagemaker_mxnet_horovod.config import BUILTIN_PROGRAMS, ConfigError, TrainingConfig
 from sagemaker_mxnet_horovod.facts import HostFacts
+from sagemaker_mxnet_horovod.rank_env import SKIP_PREFIXES
 
 DEFAULT_ENTRYPOINTS_DIR = "/opt/entrypoints"
 DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
@@ -375,6 +376,14 @@ def make_plan(
         run_dir=run_dir,
         notes=tuple(notes),
     )
+
+
+def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
+    """What every rank on this host should see: this container's own environment (SageMaker gives each
+    container the job's `environment`, but sshd starts remote ranks with an empty one and mpirun exports
+    only the master's), the launcher's defaults, and this host's SM_* values."""
+    merged = {**base_env, **plan.env, **plan.rank_env}
+    return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
 
 
 def describe(plan: Plan, base_env: Mapping[str, str]) -> str:

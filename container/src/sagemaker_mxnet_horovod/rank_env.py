@@ -1,8 +1,10 @@
 """Run one rank of the job: this host's SM_* environment, line-buffered output, then the program.
 
-- mpirun exports the master's environment to every rank, so SM_CURRENT_HOST and friends would name the
-  master on every host (the sagemaker-training toolkit has this bug). Each host's launcher writes its own
-  values to RUN_DIR/rank-env.json before the job starts; they are applied here.
+- Ranks on other hosts are started by sshd with an empty environment plus what mpirun exports from the
+  master, so SM_CURRENT_HOST would name the master on every host (the sagemaker-training toolkit has this
+  bug) and the container's own variables (the job's `environment`) would be missing. Each host's launcher
+  writes this host's environment to RUN_DIR/rank-env.json before the job starts; it is applied here,
+  except Open MPI's per-rank variables.
 - mpirun --tag-output tags every chunk a rank writes. Block-buffered output arrives late, unbuffered
   output (PYTHONUNBUFFERED) arrives in pieces and gets tagged mid-line, breaking metric regexes. A Python
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
@@ -16,6 +18,8 @@ import runpy
 import sys
 
 RANK_ENV_FILE = "rank-env.json"
+# Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
+SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
 
 
 def main(argv: list) -> None:
@@ -24,7 +28,7 @@ def main(argv: list) -> None:
     run_dir, program = argv[0], argv[2:]
     try:
         with open(os.path.join(run_dir, RANK_ENV_FILE)) as f:
-            os.environ.update(json.load(f))
+            os.environ.update({k: v for k, v in json.load(f).items() if not k.startswith(SKIP_PREFIXES)})
     except FileNotFoundError:
         pass  # not started by the launcher (plain mpirun): the exported environment is all there is
     if program[0] == sys.executable and len(program) > 1 and program[1].endswith(".py"):

@@ -1,19 +1,23 @@
 """A tiny Horovod program for launcher tests: allreduce, one file per rank, optional failures."""
 
-import json
-import os
-import signal
-import sys
 import time
 
-import horovod.mxnet as hvd
-import mxnet as mx
+STARTED = time.time()  # before the heavy imports: the benchmark counts them as the program's own time
+
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+
+import horovod.mxnet as hvd  # noqa: E402
+import mxnet as mx  # noqa: E402
 
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
-record = {"rank": rank, "size": size, "local_rank": hvd.local_rank(), "sum": total,
-          "host": os.environ.get("SM_CURRENT_HOST"), "args": sys.argv[1:]}
+record = {"started": STARTED, "rank": rank, "size": size, "local_rank": hvd.local_rank(), "sum": total,
+          "host": os.environ.get("SM_CURRENT_HOST"), "args": sys.argv[1:],
+          "probe": os.environ.get("JOB_ENV_PROBE")}
 path = os.path.join(os.environ["SM_MODEL_DIR"], f"rank-{rank}.json")
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)
@@ -35,3 +39,7 @@ if fail_rank is not None and int(fail_rank) == rank:
 for step in range(int(os.environ.get("EXTRA_STEPS", "0"))):
     hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}")
     time.sleep(0.1)
+record["finished"] = time.time()
+with open(path + ".tmp", "w") as f:
+    json.dump(record, f)
+os.replace(path + ".tmp", path)

@@ -1,0 +1,99 @@
+#!/usr/bin/env python3
+"""Launcher overhead, side by side: this image's `train` vs the sagemaker-training toolkit's MPI runner.
+
+Both run the same 2-host job (tests/integration/code/allreduce.py: one allreduce per rank) in the same
+image. Overhead = wall time from the first `docker run` to the last container's exit, minus the program's
+own time (first rank start to last rank end, as the ranks record it). Prints medians and the ratio.
+
+  python3 benchmarks/launcher_overhead.py [--image sagemaker-mxnet-horovod:cpu] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from local_job import JobSpec, run_job  # noqa: E402
+
+CODE = ROOT / "tests" / "integration" / "code"
+
+# The toolkit expects a shared root key and sshd host keys made at build time (its DLC images bake them);
+# this image makes them per job, so give the toolkit what it expects, outside the timed part's logic.
+TOOLKIT_SETUP = r"""
+set -e
+mkdir -p /run/sagemaker-cluster /root/.ssh /run/sshd
+cp /bench-ssh/id_ed25519 /root/.ssh/id_ed25519
+cp /bench-ssh/id_ed25519 /run/sagemaker-cluster/id_ed25519
+cp /bench-ssh/id_ed25519.pub /run/sagemaker-cluster/authorized_keys
+cp /bench-ssh/id_ed25519.pub /root/.ssh/authorized_keys
+chmod 600 /root/.ssh/* /run/sagemaker-cluster/*
+ssh-keygen -q -t ed25519 -N '' -f /run/sagemaker-cluster/ssh_host_ed25519_key
+ssh-keygen -q -A
+printf 'Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n' > /root/.ssh/config
+exec python -c 'from sagemaker_training.cli.train import main; main()'
+"""
+
+
+def program_seconds(result) -> float:
+    starts, ends = [], []
+    for host in result.hosts:
+        for path in (host.root / "model").glob("rank-*.json"):
+            record = json.loads(path.read_text())
+            starts.append(record["started"])
+            ends.append(record["finished"])
+    if len(starts) != 2:
+        raise RuntimeError("a rank did not finish:\n" + result.describe())
+    return max(ends) - min(starts)
+
+
+def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path) -> tuple[float, float]:
+    hps = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code"}
+    spec = JobSpec(image=image, hosts=2, hyperparameters=hps, code_dir=CODE, hostname_is_alias=True, timeout_s=900)
+    if launcher == "toolkit":
+        hps.update({"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "1"})
+        spec.command = ("sh", "-c", TOOLKIT_SETUP)
+        spec.extra_mounts = [(str(ssh_dir), "/bench-ssh", "ro")]
+    result = run_job(spec, workdir)
+    if result.exit_codes != [0, 0] or result.timed_out:
+        raise RuntimeError(f"{launcher} job failed:\n" + result.describe())
+    program = program_seconds(result)
+    return result.seconds, result.seconds - program
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    import subprocess
+
+    rows = {"this launcher": [], "toolkit": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        ssh_dir = Path(tmp) / "ssh"
+        ssh_dir.mkdir()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh_dir / "id_ed25519")], check=True)
+        for i in range(args.repeat):
+            for name, launcher in (("this launcher", "ours"), ("toolkit", "toolkit")):
+                wall, overhead = run_once(args.image, launcher, Path(tmp) / f"{launcher}-{i}", ssh_dir)
+                rows[name].append((wall, overhead))
+                print(f"run {i + 1}/{args.repeat} {name:13s}: wall {wall:6.1f} s, overhead {overhead:6.1f} s",
+                      flush=True)
+    ours = statistics.median(o for _, o in rows["this launcher"])
+    theirs = statistics.median(o for _, o in rows["toolkit"])
+    print()
+    print(f"{'launcher':15s} {'median wall (s)':>16s} {'median overhead (s)':>20s}")
+    for name, values in rows.items():
+        print(f"{name:15s} {statistics.median(w for w, _ in values):16.1f} {statistics.median(o for _, o in values):20.1f}")
+    print(f"overhead ratio (toolkit / this launcher): {theirs / ours:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
