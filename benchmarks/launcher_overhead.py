@@ -57,7 +57,8 @@ def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path) -> tuple[f
     hps = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code"}
     spec = JobSpec(image=image, hosts=2, hyperparameters=hps, code_dir=CODE, hostname_is_alias=True, timeout_s=900)
     if launcher == "toolkit":
-        hps.update({"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "1"})
+        # Typed values, as the SDK sends them: the toolkit multiplies a string count ("1" * 2 hosts = "11").
+        hps.update({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1})
         spec.command = ("sh", "-c", TOOLKIT_SETUP)
         spec.extra_mounts = [(str(ssh_dir), "/bench-ssh", "ro")]
     result = run_job(spec, workdir)

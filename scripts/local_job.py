@@ -94,8 +94,11 @@ def host_names(count: int) -> list:
 
 
 def docker(*args, check=True, capture=True, timeout=None) -> subprocess.CompletedProcess:
-    return subprocess.run([DOCKER, *args], check=check, text=True, timeout=timeout,
+    done = subprocess.run([DOCKER, *args], check=False, text=True, timeout=timeout,
                           stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args[:3])} ... failed ({done.returncode}): {(done.stderr or '').strip()}")
+    return done
 
 
 def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:

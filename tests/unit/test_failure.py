@@ -122,3 +122,14 @@ def test_process_failure_message():
     message = process_failure_message("train.py", "algo-1", -9, ["loading", "Killed"])
     assert message.splitlines()[0] == "train.py on algo-1 was killed by SIGKILL: Killed"
     assert process_failure_message("mnist", "algo-1", 2, []) == "mnist on algo-1 exited with code 2"
+
+
+def test_nvidia_facts_parsers():
+    from sagemaker_mxnet_horovod.facts import parse_gpu_query, parse_nvidia_driver_version
+
+    text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\nGCC version: x"
+    assert parse_nvidia_driver_version(text) == "535.104.05"
+    assert parse_nvidia_driver_version(None) is None
+    assert parse_gpu_query("Tesla V100-SXM2-16GB, 7.0\nNVIDIA H100 80GB HBM3, 9.0\n") == (
+        ("Tesla V100-SXM2-16GB", "7.0"), ("NVIDIA H100 80GB HBM3", "9.0"))
+    assert parse_gpu_query("No devices were found") == ()

@@ -291,3 +291,41 @@ def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
     assert env["SM_CURRENT_HOST"] == "algo-2"
     assert env["OMP_NUM_THREADS"] == "3"  # the user's value wins
     assert "OMPI_MCA_btl" not in env  # Open MPI's own variables stay as mpirun set them per rank
+
+
+V100 = (("Tesla V100-SXM2-16GB", "7.0"),)
+H100 = (("NVIDIA H100 80GB HBM3", "9.0"),)
+
+
+@pytest.mark.parametrize("gpus,ok", [
+    (V100, True), ((("Tesla T4", "7.5"),), True), ((("NVIDIA A100-SXM4-40GB", "8.0"),), True),
+    ((("NVIDIA A10G", "8.6"),), True), (H100, False), ((("Tesla K80", "3.7"),), False),
+    (V100 + H100, False),
+])
+def test_gpu_compute_capability_check(gpus, ok):
+    from sagemaker_mxnet_horovod.plan import gpu_support_problem
+
+    problem = gpu_support_problem(gpus, "50 60 70 80")
+    assert (problem is None) == ok
+    if not ok:
+        assert "is not supported by this image's MXNet build, which has code for sm_50, sm_60, sm_70, sm_80" in problem
+
+
+def test_h100_refused_with_failure_naming_gpu():
+    facts = HostFacts(cpu_count=96, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0",
+                      nvidia_driver_version="550.54.15", gpus=H100 * 8)
+    with pytest.raises(PlanError, match=r"GPU 0 \(NVIDIA H100 80GB HBM3, compute capability 9.0\)"):
+        make_plan(config(), facts, {"SMMH_CUDA_ARCHS": "50 60 70 80"})
+    assert make_plan(config(), facts, {}).processes_per_host == 8  # no arch list (CPU image): no check
+
+
+@pytest.mark.parametrize("driver,fusion_off", [("470.182.03", True), ("515.65.01", True), ("520.61.05", False),
+                                               ("535.104.05", False)])
+def test_fusion_off_below_driver_520(driver, fusion_off):
+    facts = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0",
+                      nvidia_driver_version=driver, gpus=V100 * 8)
+    p = make_plan(config(), facts, {})
+    assert (p.env.get("MXNET_USE_FUSION") == "0") == fusion_off
+    if fusion_off:
+        assert any("driver" in n and "< 520" in n for n in p.notes)
+    assert "MXNET_USE_FUSION" not in make_plan(config(), facts, {"MXNET_USE_FUSION": "1"}).env

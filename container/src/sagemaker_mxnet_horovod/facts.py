@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +21,8 @@ class HostFacts:
     default_route_interface: str | None = None
     interface_addresses: tuple[tuple[str, str], ...] = ()  # (interface, IPv4) pairs
     hostname: str = "localhost"  # the container's own name: SDK local mode makes it the container id
+    nvidia_driver_version: str | None = None  # e.g. "535.104.05"
+    gpus: tuple[tuple[str, str], ...] = ()  # (name, compute capability "8.0") per visible GPU
 
 
 def parse_default_route_interface(proc_net_route: str) -> str | None:
@@ -48,6 +52,31 @@ def parse_cgroup_cpu_limit(cpu_max: str | None, cfs_quota: str | None, cfs_perio
     if quota is None or not period:
         return None
     return max(1, -(-quota // period))  # round up: 1.5 CPUs still runs two threads usefully
+
+
+def parse_nvidia_driver_version(proc_version: str | None) -> str | None:
+    """The kernel module version from /proc/driver/nvidia/version ("NVRM version: ... Module  535.104.05 ...")."""
+    match = re.search(r"Kernel Module\s+(\d+(?:\.\d+)+)", proc_version or "")
+    return match.group(1) if match else None
+
+
+def parse_gpu_query(csv_text: str) -> tuple[tuple[str, str], ...]:
+    """`nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader` output."""
+    gpus = []
+    for line in csv_text.splitlines():
+        name, _, capability = line.rpartition(",")
+        if name.strip() and re.fullmatch(r"\d+\.\d+", capability.strip()):
+            gpus.append((name.strip(), capability.strip()))
+    return tuple(gpus)
+
+
+def query_gpus() -> tuple[tuple[str, str], ...]:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return parse_gpu_query(done.stdout) if done.returncode == 0 else ()
 
 
 def _read(path: str) -> str | None:
@@ -108,4 +137,6 @@ def gather(env: dict | None = None) -> HostFacts:
         default_route_interface=parse_default_route_interface(_read("/proc/net/route") or ""),
         interface_addresses=interface_ipv4_addresses(),
         hostname=socket.gethostname(),
+        nvidia_driver_version=parse_nvidia_driver_version(_read("/proc/driver/nvidia/version")) if gpus else None,
+        gpus=query_gpus() if gpus and "SM_NUM_GPUS" not in env else (),
     )

@@ -48,6 +48,28 @@ RCNN_GPU_MXNET_DEFAULTS = {
 PROGRAM_GPU_DEFAULTS = {"faster_rcnn": RCNN_GPU_MXNET_DEFAULTS, "mask_rcnn": RCNN_GPU_MXNET_DEFAULTS}
 
 
+# NVRTC 11.8 (the GPU image's) emits PTX ISA 7.8, which drivers older than 520 cannot load: MXNet's
+# runtime-compiled pointwise fusion kernels would fail there, so fusion is turned off below it.
+FUSION_MIN_DRIVER = 520
+
+
+def gpu_support_problem(gpus: tuple[tuple[str, str], ...], archs: str | None) -> str | None:
+    """Why this MXNet build cannot run on these GPUs, or None. `archs`: the SASS architectures the build
+    ships (e.g. "50 60 70 80", from SMMH_CUDA_ARCHS, set at image build time), no PTX. SASS for X.y runs on
+    X.z with z >= y, so an A10G (8.6) runs sm_80 code, an H100 (9.0) nothing."""
+    if not archs or not gpus:
+        return None
+    built = sorted((int(a) // 10, int(a) % 10) for a in archs.replace(",", " ").split())
+    for index, (name, capability) in enumerate(gpus):
+        major, minor = (int(part) for part in capability.split("."))
+        if not any(b_major == major and b_minor <= minor for b_major, b_minor in built):
+            listed = ", ".join(f"sm_{m}{n}" for m, n in built)
+            return (f"GPU {index} ({name}, compute capability {capability}) is not supported by this image's "
+                    f"MXNet build, which has code for {listed} only (no PTX): use instances with V100, T4, "
+                    f"A100 or A10G-class GPUs (ml.p3, ml.g4dn, ml.p4d, ml.g5)")
+    return None
+
+
 class PlanError(ConfigError):
     """The configuration is valid JSON but cannot be run on these hosts."""
 
@@ -310,6 +332,14 @@ def make_plan(
             notes.append(f"{name}={value} ({why})")
 
     env.update(sm_env)
+    problem = gpu_support_problem(facts.gpus, base_env.get("SMMH_CUDA_ARCHS"))
+    if problem:
+        raise PlanError(problem)
+    if facts.gpu_count and facts.nvidia_driver_version:
+        driver_major = int(facts.nvidia_driver_version.split(".")[0])
+        if driver_major < FUSION_MIN_DRIVER:
+            default("MXNET_USE_FUSION", "0", f"NVIDIA driver {facts.nvidia_driver_version} < {FUSION_MIN_DRIVER} "
+                                             "cannot load the PTX of MXNet's runtime-compiled fused kernels")
     if facts.gpu_count:
         for name, value in PROGRAM_GPU_DEFAULTS.get(program.name, {}).items():
             default(name, value, f"tuned for {program.name} on GPUs")
