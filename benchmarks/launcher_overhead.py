@@ -3,7 +3,9 @@
 
 Both run the same 2-host job (tests/integration/code/allreduce.py: one allreduce per rank) in the same
 image. Overhead = wall time from the first `docker run` to the last container's exit, minus the program's
-own time (first rank start to last rank end, as the ranks record it). Prints medians and the ratio.
+own time (first rank start to last rank end, as the ranks record it). Wall time is taken twice: by the
+harness (includes `docker run` and polling latency, the same for both) and by docker's own clock from the
+first container's start to the last one's exit (the launchers' part alone). Prints medians and ratios.
 
   python3 benchmarks/launcher_overhead.py [--image sagemaker-mxnet-horovod:cpu] [--repeat 3]
 """
@@ -53,7 +55,7 @@ def program_seconds(result) -> float:
     return max(ends) - min(starts)
 
 
-def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path) -> tuple[float, float]:
+def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path) -> tuple[float, float, float]:
     hps = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code"}
     spec = JobSpec(image=image, hosts=2, hyperparameters=hps, code_dir=CODE, hostname_is_alias=True, timeout_s=900)
     if launcher == "toolkit":
@@ -65,7 +67,7 @@ def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path) -> tuple[f
     if result.exit_codes != [0, 0] or result.timed_out:
         raise RuntimeError(f"{launcher} job failed:\n" + result.describe())
     program = program_seconds(result)
-    return result.seconds, result.seconds - program
+    return result.seconds, result.seconds - program, result.container_seconds - program
 
 
 def main() -> int:
@@ -82,17 +84,20 @@ def main() -> int:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh_dir / "id_ed25519")], check=True)
         for i in range(args.repeat):
             for name, launcher in (("this launcher", "ours"), ("toolkit", "toolkit")):
-                wall, overhead = run_once(args.image, launcher, Path(tmp) / f"{launcher}-{i}", ssh_dir)
-                rows[name].append((wall, overhead))
-                print(f"run {i + 1}/{args.repeat} {name:13s}: wall {wall:6.1f} s, overhead {overhead:6.1f} s",
-                      flush=True)
-    ours = statistics.median(o for _, o in rows["this launcher"])
-    theirs = statistics.median(o for _, o in rows["toolkit"])
+                wall, overhead, container_overhead = run_once(args.image, launcher, Path(tmp) / f"{launcher}-{i}",
+                                                              ssh_dir)
+                rows[name].append((wall, overhead, container_overhead))
+                print(f"run {i + 1}/{args.repeat} {name:13s}: wall {wall:6.1f} s, overhead {overhead:6.1f} s, "
+                      f"in containers {container_overhead:6.1f} s", flush=True)
+    def median(name, column):
+        return statistics.median(row[column] for row in rows[name])
+
     print()
-    print(f"{'launcher':15s} {'median wall (s)':>16s} {'median overhead (s)':>20s}")
-    for name, values in rows.items():
-        print(f"{name:15s} {statistics.median(w for w, _ in values):16.1f} {statistics.median(o for _, o in values):20.1f}")
-    print(f"overhead ratio (toolkit / this launcher): {theirs / ours:.1f}x")
+    print(f"{'launcher':15s} {'wall (s)':>9s} {'overhead (s)':>13s} {'overhead in containers (s)':>27s}")
+    for name in rows:
+        print(f"{name:15s} {median(name, 0):9.1f} {median(name, 1):13.1f} {median(name, 2):27.1f}")
+    print(f"overhead ratio (toolkit / this launcher): {median('toolkit', 1) / median('this launcher', 1):.1f}x; "
+          f"in containers: {median('toolkit', 2) / median('this launcher', 2):.1f}x")
     return 0
 
 

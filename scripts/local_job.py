@@ -38,6 +38,8 @@ class HostResult:
     failure: str | None
     root: Path  # this host's /opt/ml
     seconds: float | None = None  # from job start to this container's exit
+    started_at: float | None = None  # docker's own clock (epoch seconds): container start and exit
+    finished_at: float | None = None
 
 
 @dataclass
@@ -49,6 +51,13 @@ class JobResult:
     @property
     def master(self) -> HostResult:
         return self.hosts[0]
+
+    @property
+    def container_seconds(self) -> float | None:
+        """First container start to last container exit, by docker's clock: no harness latency in it."""
+        starts = [h.started_at for h in self.hosts if h.started_at]
+        ends = [h.finished_at for h in self.hosts if h.finished_at]
+        return max(ends) - min(starts) if starts and ends else None
 
     @property
     def exit_codes(self) -> list:
@@ -99,6 +108,17 @@ def docker(*args, check=True, capture=True, timeout=None) -> subprocess.Complete
     if check and done.returncode != 0:
         raise RuntimeError(f"docker {' '.join(args[:3])} ... failed ({done.returncode}): {(done.stderr or '').strip()}")
     return done
+
+
+def docker_time(text: str) -> float | None:
+    """Docker's RFC 3339 timestamps have nanoseconds, which datetime does not parse: cut to microseconds."""
+    import datetime
+
+    if not text or text.startswith("0001-"):
+        return None
+    head, _, fraction = text.rstrip("Z").partition(".")
+    stamp = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC)
+    return stamp.timestamp() + float(f"0.{fraction or 0}")
 
 
 def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:
@@ -232,10 +252,12 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
             running = host not in exit_times
             if running:
                 docker("kill", cid, check=False)
-            code = docker("inspect", "-f", "{{.State.ExitCode}}", cid, check=False).stdout.strip()
+            state = docker("inspect", "-f", "{{.State.ExitCode}} {{.State.StartedAt}} {{.State.FinishedAt}}", cid,
+                           check=False).stdout.split()
             logs = docker("logs", cid, check=False)
-            results.append(HostResult(host, None if running else int(code), logs.stdout + logs.stderr, failure,
-                                      workdir / host, exit_times.get(host)))
+            results.append(HostResult(host, None if running else int(state[0]), logs.stdout + logs.stderr, failure,
+                                      workdir / host, exit_times.get(host), docker_time(state[1]),
+                                      None if running else docker_time(state[2])))
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
         return JobResult(results, seconds, timed_out)
     finally:

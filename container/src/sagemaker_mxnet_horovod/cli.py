@@ -87,8 +87,9 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
         master = Master(plan.workers, plan.handshake_port, bind_address(plan, facts), run_dir,
                         deadline=started + plan.peer_timeout_s)
         try:
+            # No separate ssh check: it cost a round trip per job, and mpirun's own ssh error, when there is
+            # one, becomes the first line of the failure file.
             master.gather(key)
-            master.verify_ssh(timeout_s=max(5.0, master.deadline - time.monotonic()))
         except ClusterError as error:
             message = f"cluster setup failed on master {plan.current_host}: {error}"
             master.finish(1, message)
@@ -124,7 +125,9 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
         if result.abort_reason:
             failure = f"{result.abort_reason}; {failure}"
     if master:
+        released = time.monotonic()
         master.finish(code, failure)
+        log(f"{len(plan.workers)} worker(s) released in {time.monotonic() - released:.2f} s")
     if failure:
         return fail(paths, failure, code)
     return 0

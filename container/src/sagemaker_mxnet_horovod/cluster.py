@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
-from sagemaker_mxnet_horovod.plan import ssh_options
 
 HEARTBEAT_S = 5.0
 HEARTBEAT_TIMEOUT_S = 30.0  # a worker that hears nothing from the master for this long gives up
@@ -285,25 +284,6 @@ class Master:
                 link.connection.send({"type": "stop", "signal": int(signum)})
             except OSError:
                 pass
-
-    def verify_ssh(self, timeout_s: float) -> None:
-        """ssh to every worker once, in parallel: a bad key, host key or name fails here, clearly."""
-        options = ssh_options(str(self.run_dir))
-        procs = {host: subprocess.Popen(["ssh", *options, host, "true"], stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-                 for host in sorted(self.links)}
-        failures = []
-        for host, proc in procs.items():
-            try:
-                _, err = proc.communicate(timeout=max(1.0, timeout_s))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                failures.append(f"ssh to {host} did not finish in {timeout_s:.0f} s")
-                continue
-            if proc.returncode != 0:
-                failures.append(f"ssh to {host} failed: {err.decode(errors='replace').strip()}")
-        if failures:
-            raise ClusterError("; ".join(failures))
 
     def finish(self, exit_code: int, failure: str | None, timeout_s: float = 10.0) -> None:
         """Tell every worker the job's outcome and wait (briefly) for each to acknowledge."""
