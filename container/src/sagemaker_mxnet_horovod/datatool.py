@@ -1,0 +1,479 @@
+"""`synth-data`: make small synthetic data sets and per-rank shards for the training entrypoints.
+
+Runs anywhere with numpy (imported lazily); it never imports mxnet, so it works on a laptop, in CI
+and inside the image alike. RecordIO is written by the small writer below, byte-compatible with
+``mxnet.recordio.MXRecordIO`` (tests read it back with mxnet).
+
+Subcommands::
+
+    synth-data mnist OUT_DIR [--train 6000] [--test 1000] [--seed 0] [--format idx|idx.gz|npz|recordio]
+        A learnable MNIST look-alike: 10 digit-like stroke templates rendered at 28x28 with random
+        affine jitter, stroke width and noise. Writes OUT_DIR/train/ and OUT_DIR/test/ (one dir per
+        SageMaker channel).
+
+    synth-data shard IN_DIR OUT_DIR --shards N [--channel train] [--format recordio|idx|idx.gz|npz]
+        Splits the data set in channel dir IN_DIR into N per-rank shards OUT_DIR/<channel>_0 ..
+        OUT_DIR/<channel>_{N-1} (sample i goes to shard i % N), for per-rank S3 prefixes or
+        Pipe-mode channels. recordio writes one file per shard.
+
+File layouts written:
+    idx / idx.gz  train/train-images-idx3-ubyte[.gz] + train/train-labels-idx1-ubyte[.gz],
+                  test/t10k-images-idx3-ubyte[.gz] + test/t10k-labels-idx1-ubyte[.gz]
+    npz           <channel>/<channel>.npz with arrays ``data`` (N, 28, 28) uint8, ``labels`` (N,) uint8
+    recordio      <channel>/<channel>.rec: one record per image, payload = mx.recordio IRHeader
+                  (flag=0, label=digit, id=index, id2=0; struct "IfQQ") + 784 raw uint8 pixels
+
+Adding a subcommand: write ``_add_<name>_parser(subparsers)`` that registers its arguments and sets
+``func``, and append it to ``SUBCOMMANDS``.
+
+Exit codes: 0 ok, 2 bad arguments or unreadable input (one line ``synth-data: error: ...`` on stderr).
+"""
+
+import argparse
+import gzip
+import os
+import struct
+import sys
+import zipfile
+
+PROG = "synth-data"
+IMAGE_SIDE = 28
+NUM_CLASSES = 10
+
+# RecordIO framing (dmlc-core recordio.h): magic, then lrecord = cflag << 29 | length.
+RECORDIO_MAGIC = 0xCED7230A
+_MAGIC_BYTES = struct.pack("<I", RECORDIO_MAGIC)
+_LENGTH_MASK = (1 << 29) - 1
+# mx.recordio.IRHeader packed with mxnet's _IR_FORMAT "IfQQ" (native alignment = 24 bytes, no padding).
+_IR_HEADER = struct.Struct("<IfQQ")
+
+IDX_IMAGES_MAGIC = 0x00000803  # ubyte, 3 dims
+IDX_LABELS_MAGIC = 0x00000801  # ubyte, 1 dim
+
+FORMATS = ("idx", "idx.gz", "npz", "recordio")
+
+
+class DataToolError(Exception):
+    """A problem with the user's input: reported as one line on stderr, exit code 2."""
+
+
+# --------------------------------------------------------------------------------------------
+# RecordIO
+
+
+class RecordIOWriter:
+    """Writes records in the dmlc RecordIO framing that mx.recordio.MXRecordIO reads.
+
+    Like dmlc's writer, a payload containing the magic word at a 4-byte aligned offset is split
+    there into continuation parts (cflag 1/2/3) with the magic dropped; readers re-insert it.
+    Without that, a reader would resynchronise on the payload bytes and corrupt the stream.
+    """
+
+    def __init__(self, fileobj):
+        self._out = fileobj
+
+    def write(self, payload: bytes) -> None:
+        length = len(payload)
+        if length > _LENGTH_MASK:
+            raise ValueError(f"record of {length} bytes is too large for RecordIO")
+        part_start = 0
+        for offset in range(0, length - length % 4, 4):
+            if payload[offset:offset + 4] == _MAGIC_BYTES:
+                cflag = 1 if part_start == 0 else 2
+                self._write_part(cflag, payload[part_start:offset])
+                part_start = offset + 4
+        self._write_part(3 if part_start else 0, payload[part_start:])
+        padding = -length % 4
+        if padding:
+            self._out.write(b"\0" * padding)
+
+    def _write_part(self, cflag: int, part: bytes) -> None:
+        self._out.write(struct.pack("<II", RECORDIO_MAGIC, (cflag << 29) | len(part)))
+        self._out.write(part)
+
+
+def iter_recordio(fileobj):
+    """Yields the payloads of a RecordIO stream (file or FIFO); reads sequentially, never seeks."""
+    while True:
+        head = _read_exact(fileobj, 8, allow_eof=True)
+        if head is None:
+            return
+        record = bytearray()
+        while True:
+            magic, lrecord = struct.unpack("<II", head)
+            if magic != RECORDIO_MAGIC:
+                raise DataToolError(f"not a RecordIO stream (bad magic 0x{magic:08x})")
+            cflag, length = lrecord >> 29, lrecord & _LENGTH_MASK
+            data = _read_exact(fileobj, (length + 3) & ~3)
+            record += data[:length]
+            if cflag in (0, 3):
+                break
+            record += _MAGIC_BYTES
+            head = _read_exact(fileobj, 8)
+        yield bytes(record)
+
+
+def _read_exact(fileobj, size, allow_eof=False):
+    buf = bytearray()
+    while len(buf) < size:
+        chunk = fileobj.read(size - len(buf))
+        if not chunk:
+            if allow_eof and not buf:
+                return None
+            raise DataToolError("truncated RecordIO stream")
+        buf += chunk
+    return bytes(buf)
+
+
+def pack_image_record(label: int, index: int, pixels: bytes) -> bytes:
+    """An mx.recordio.pack(IRHeader(0, label, index, 0), pixels) equivalent."""
+    return _IR_HEADER.pack(0, float(label), index, 0) + pixels
+
+
+def unpack_image_record(record: bytes):
+    """(label, pixel bytes) from a packed image record; a label array (flag > 0) yields its first value."""
+    flag, label, _, _ = _IR_HEADER.unpack_from(record)
+    payload = record[_IR_HEADER.size:]
+    if flag > 0:
+        label = struct.unpack_from("<f", payload)[0]
+        payload = payload[4 * flag:]
+    return label, payload
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic MNIST
+
+
+def _arc(cx, cy, rx, ry, start_deg, end_deg, points=14):
+    np = _np()
+    angles = np.radians(np.linspace(start_deg, end_deg, points))
+    return [(cx + rx * np.cos(a), cy + ry * np.sin(a)) for a in angles]
+
+
+def _digit_strokes():
+    """Polylines per digit in a unit box (x right, y down); angles in degrees, 90 = down."""
+    return {
+        0: [_arc(0.5, 0.5, 0.2, 0.32, 0, 360, 20)],
+        1: [[(0.38, 0.3), (0.52, 0.16), (0.52, 0.84)]],
+        2: [_arc(0.5, 0.34, 0.2, 0.18, 190, 380) + [(0.28, 0.84), (0.74, 0.84)]],
+        3: [_arc(0.48, 0.32, 0.2, 0.16, 200, 450), _arc(0.48, 0.66, 0.22, 0.18, 270, 520)],
+        4: [[(0.62, 0.84), (0.62, 0.16), (0.26, 0.62), (0.78, 0.62)]],
+        5: [[(0.72, 0.16), (0.36, 0.16), (0.34, 0.47)] + _arc(0.5, 0.64, 0.22, 0.2, 225, 500)],
+        6: [[(0.66, 0.16), (0.46, 0.3), (0.34, 0.48), (0.3, 0.66)], _arc(0.5, 0.66, 0.2, 0.18, 0, 360)],
+        7: [[(0.26, 0.16), (0.74, 0.16), (0.42, 0.84)]],
+        8: [_arc(0.5, 0.32, 0.17, 0.16, 0, 360), _arc(0.5, 0.66, 0.21, 0.18, 0, 360)],
+        9: [_arc(0.5, 0.34, 0.2, 0.18, 0, 360), [(0.7, 0.34), (0.66, 0.84)]],
+    }
+
+
+def _template_segments():
+    """Per digit: an (S, 2, 2) array of line segments (start, end) in unit coordinates."""
+    np = _np()
+    segments = {}
+    for digit, polylines in _digit_strokes().items():
+        parts = []
+        for line in polylines:
+            pts = np.asarray(line, dtype=np.float64)
+            parts.append(np.stack([pts[:-1], pts[1:]], axis=1))
+        segments[digit] = np.concatenate(parts)
+    return segments
+
+
+def render_digits(labels, rng, chunk=128):
+    """Renders one 28x28 uint8 image per label with random pose, stroke width and noise."""
+    np = _np()
+    labels = np.asarray(labels)
+    templates = _template_segments()
+    side = IMAGE_SIDE
+    yy, xx = np.mgrid[0:side, 0:side]
+    pixels = np.stack([xx.ravel() + 0.5, yy.ravel() + 0.5], axis=1).astype(np.float32)  # centres, (784, 2)
+    images = np.empty((len(labels), side, side), dtype=np.uint8)
+    # Vectorised over chunks of same-digit samples (same segment count); per-sample draws stay
+    # in a fixed order so a seed always gives the same bytes.
+    for digit in range(NUM_CLASSES):
+        where = np.flatnonzero(labels == digit)
+        for lo in range(0, len(where), chunk):
+            idx = where[lo:lo + chunk]
+            images[idx] = _render_chunk(templates[digit], len(idx), pixels, rng)
+    return images
+
+
+def _render_chunk(template, count, pixels, rng):
+    np = _np()
+    side = IMAGE_SIDE
+    angle = np.radians(rng.uniform(-14, 14, size=count))
+    shear = rng.uniform(-0.25, 0.25, size=count)
+    sx, sy = rng.uniform(0.78, 1.08, size=(2, count))
+    cos, sin = np.cos(angle), np.sin(angle)
+    # affine = rotation @ [[sx, shear], [0, sy]], one 2x2 per sample
+    affine = np.empty((count, 2, 2))
+    affine[:, 0, 0], affine[:, 0, 1] = cos * sx, cos * shear - sin * sy
+    affine[:, 1, 0], affine[:, 1, 1] = sin * sx, sin * shear + cos * sy
+    seg = template - 0.5  # centre the box so rotation/scale keep the digit in frame
+    seg = np.einsum("spk,nck->nspc", seg, affine) + rng.normal(0.0, 0.018, size=(count, *seg.shape))
+    seg = (seg + 0.5 + rng.uniform(-0.1, 0.1, size=(count, 1, 1, 2))) * side
+    seg = seg.astype(np.float32)  # float32 halves the memory traffic of the (n, P, S) arrays below
+    x0, y0 = seg[:, None, :, 0, 0], seg[:, None, :, 0, 1]  # (n, 1, S)
+    dx, dy = seg[:, None, :, 1, 0] - x0, seg[:, None, :, 1, 1] - y0
+    inv_len_sq = 1.0 / np.maximum(dx * dx + dy * dy, 1e-6)
+    # Distance from every pixel centre to every segment: project, clamp to the segment, measure.
+    rx, ry = pixels[None, :, None, 0] - x0, pixels[None, :, None, 1] - y0  # (n, P, S)
+    t = np.clip((rx * dx + ry * dy) * inv_len_sq, 0.0, 1.0)
+    rx -= t * dx
+    ry -= t * dy
+    dist_sq = (rx * rx + ry * ry).min(axis=2)  # (n, P)
+    half_width = rng.uniform(0.7, 1.6, size=(count, 1))
+    ink = np.clip(half_width + 0.5 - np.sqrt(dist_sq), 0.0, 1.0) * rng.uniform(0.7, 1.0, size=(count, 1))
+    ink = ink + rng.normal(0.0, 0.06, size=ink.shape)
+    return np.clip(ink * 255.0, 0, 255).astype(np.uint8).reshape(count, side, side)
+
+
+def make_mnist(num_samples, seed):
+    """Balanced-ish random labels and their rendered images."""
+    np = _np()
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, NUM_CLASSES, size=num_samples).astype(np.uint8)
+    return render_digits(labels, rng), labels
+
+
+# --------------------------------------------------------------------------------------------
+# Writers and readers
+
+
+def write_dataset(images, labels, channel_dir, channel, fmt):
+    """Writes one channel's data in `fmt`; returns the paths written."""
+    np = _np()
+    os.makedirs(channel_dir, exist_ok=True)
+    images = np.ascontiguousarray(images, dtype=np.uint8)
+    labels = np.ascontiguousarray(labels, dtype=np.uint8)
+    if fmt in ("idx", "idx.gz"):
+        # The standard MNIST names: train-* for training, t10k-* for everything else.
+        stem = "train" if channel.startswith("train") else "t10k"
+        suffix = ".gz" if fmt == "idx.gz" else ""
+        images_path = os.path.join(channel_dir, f"{stem}-images-idx3-ubyte{suffix}")
+        labels_path = os.path.join(channel_dir, f"{stem}-labels-idx1-ubyte{suffix}")
+        count = len(labels)
+        _write_file(images_path, struct.pack(">IIII", IDX_IMAGES_MAGIC, count, *images.shape[1:3])
+                    + images.tobytes(), gz=bool(suffix))
+        _write_file(labels_path, struct.pack(">II", IDX_LABELS_MAGIC, count) + labels.tobytes(),
+                    gz=bool(suffix))
+        return [images_path, labels_path]
+    if fmt == "npz":
+        path = os.path.join(channel_dir, f"{channel}.npz")
+        tmp = path + ".tmp.npz"
+        np.savez_compressed(tmp, data=images, labels=labels)
+        os.replace(tmp, path)
+        return [path]
+    if fmt == "recordio":
+        path = os.path.join(channel_dir, f"{channel}.rec")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as out:
+            writer = RecordIOWriter(out)
+            for index in range(len(labels)):
+                writer.write(pack_image_record(int(labels[index]), index, images[index].tobytes()))
+        os.replace(tmp, path)
+        return [path]
+    raise DataToolError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+
+
+def _write_file(path, data, gz):
+    tmp = path + ".tmp"
+    # mtime=0 keeps .gz output byte-identical across runs with the same seed.
+    with (gzip.GzipFile(tmp, "wb", mtime=0) if gz else open(tmp, "wb")) as out:
+        out.write(data)
+    os.replace(tmp, path)
+
+
+def read_dataset(channel_dir):
+    """Reads every IDX (plain/.gz), .npz and RecordIO file in a channel dir, in name order.
+
+    Returns (images (N, 28, 28) uint8, labels (N,) uint8). IDX image and label files are paired
+    by name (``images`` <-> ``labels``).
+    """
+    np = _np()
+    if not os.path.isdir(channel_dir):
+        raise DataToolError(f"input dir does not exist: {channel_dir}")
+    idx_images, idx_labels, parts = {}, {}, []
+    for name in sorted(os.listdir(channel_dir)):
+        path = os.path.join(channel_dir, name)
+        if name.startswith(".") or not os.path.isfile(path):
+            continue
+        head = _peek(path, 8)
+        if head[:4] == b"PK\x03\x04":
+            parts.append(_read_npz(path))
+        elif head[:4] == _MAGIC_BYTES:
+            parts.append(_read_recordio(path))
+        elif len(head) >= 4 and struct.unpack(">I", head[:4])[0] == IDX_IMAGES_MAGIC:
+            idx_images[_pair_key(name)] = path
+        elif len(head) >= 4 and struct.unpack(">I", head[:4])[0] == IDX_LABELS_MAGIC:
+            idx_labels[_pair_key(name)] = path
+    if set(idx_images) != set(idx_labels):
+        unpaired = sorted(set(idx_images) ^ set(idx_labels))
+        raise DataToolError(f"IDX images and labels files do not pair up in {channel_dir}: {unpaired}")
+    for key in sorted(idx_images):
+        parts.append((_read_idx(idx_images[key], 3), _read_idx(idx_labels[key], 1)))
+    if not parts:
+        raise DataToolError(f"no IDX, .npz or RecordIO data in {channel_dir}")
+    for images, labels in parts:
+        if len(images) != len(labels):
+            raise DataToolError(f"images/labels count mismatch in {channel_dir}: "
+                                f"{len(images)} images, {len(labels)} labels")
+    return (np.concatenate([p[0] for p in parts]).astype(np.uint8),
+            np.concatenate([p[1] for p in parts]).astype(np.uint8))
+
+
+def _pair_key(name):
+    base = name.removesuffix(".gz")
+    return base.replace("images", "*").replace("labels", "*").replace("idx3", "idx").replace("idx1", "idx")
+
+
+def _peek(path, size):
+    with open(path, "rb") as f:
+        head = f.read(size)
+    if head[:2] == b"\x1f\x8b":
+        with gzip.open(path, "rb") as f:
+            head = f.read(size)
+    return head
+
+
+def _open_maybe_gz(path):
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    return gzip.open(path, "rb") if gz else open(path, "rb")
+
+
+def _read_idx(path, ndim):
+    np = _np()
+    with _open_maybe_gz(path) as f:
+        data = f.read()
+    dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
+    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
+    if body.size != int(np.prod(dims)):
+        raise DataToolError(f"IDX file {path} is truncated: header says {dims}, has {body.size} bytes")
+    return body.reshape(dims)
+
+
+def _read_npz(path):
+    np = _np()
+    try:
+        with np.load(path) as npz:
+            return np.asarray(npz["data"]).reshape(-1, IMAGE_SIDE, IMAGE_SIDE), np.asarray(npz["labels"])
+    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise DataToolError(f"{path}: not an .npz with arrays 'data' and 'labels' ({exc})") from None
+
+
+def _read_recordio(path):
+    np = _np()
+    images, labels = [], []
+    with open(path, "rb") as f:
+        for record in iter_recordio(f):
+            label, pixels = unpack_image_record(record)
+            images.append(np.frombuffer(pixels, dtype=np.uint8))
+            labels.append(label)
+    if not images:
+        return np.zeros((0, IMAGE_SIDE, IMAGE_SIDE), np.uint8), np.zeros((0,), np.uint8)
+    return np.stack(images).reshape(-1, IMAGE_SIDE, IMAGE_SIDE), np.asarray(labels, dtype=np.uint8)
+
+
+# --------------------------------------------------------------------------------------------
+# Subcommands
+
+
+def _cmd_mnist(args):
+    if args.train < 1 or args.test < 1:
+        raise DataToolError("--train and --test must be at least 1")
+    # Different seeds per split, so test images are never copies of training images.
+    for channel, count, seed_offset in (("train", args.train, 0), ("test", args.test, 1)):
+        images, labels = make_mnist(count, [args.seed, seed_offset])
+        paths = write_dataset(images, labels, os.path.join(args.out_dir, channel), channel, args.format)
+        print(f"{PROG}: wrote {count} {channel} samples: {', '.join(paths)}")
+    return 0
+
+
+def _cmd_shard(args):
+    if args.shards < 1:
+        raise DataToolError(f"--shards must be at least 1, got {args.shards}")
+    images, labels = read_dataset(args.in_dir)
+    if len(labels) < args.shards:
+        raise DataToolError(f"{len(labels)} samples cannot fill {args.shards} shards")
+    for shard in range(args.shards):
+        channel = f"{args.channel}_{shard}"
+        # Same rule as the entrypoint's in-channel sharding (rank r takes samples r::N).
+        paths = write_dataset(images[shard::args.shards], labels[shard::args.shards],
+                              os.path.join(args.out_dir, channel), channel, args.format)
+        print(f"{PROG}: wrote {len(labels[shard::args.shards])} samples to {', '.join(paths)}")
+    return 0
+
+
+def _add_mnist_parser(subparsers):
+    p = subparsers.add_parser("mnist", help="synthetic, learnable MNIST-format data (train/ and test/)",
+                              formatter_class=_HelpFormatter)
+    p.add_argument("out_dir", metavar="OUT_DIR", help="writes OUT_DIR/train/ and OUT_DIR/test/")
+    p.add_argument("--train", type=int, default=6000, help="number of training samples")
+    p.add_argument("--test", type=int, default=1000, help="number of test samples")
+    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    p.add_argument("--format", choices=FORMATS, default="idx", help="file format")
+    p.set_defaults(func=_cmd_mnist)
+
+
+def _add_shard_parser(subparsers):
+    p = subparsers.add_parser("shard", help="split a channel's data into N per-rank shards",
+                              formatter_class=_HelpFormatter)
+    p.add_argument("in_dir", metavar="IN_DIR", help="a channel dir (IDX, .npz or RecordIO files)")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="writes OUT_DIR/<channel>_0 .. <channel>_{N-1}")
+    p.add_argument("--shards", type=int, required=True, help="number of shards (= number of ranks)")
+    p.add_argument("--channel", default="train", help="channel name prefix of the shard dirs")
+    p.add_argument("--format", choices=FORMATS, default="recordio",
+                   help="shard file format (recordio for Pipe mode)")
+    p.set_defaults(func=_cmd_shard)
+
+
+# One registration function per subcommand; append new ones here.
+SUBCOMMANDS = [_add_mnist_parser, _add_shard_parser]
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """"(default: X)" except where there is no default (required options)."""
+
+    def _get_help_string(self, action):
+        return action.help if action.default is None else super()._get_help_string(action)
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser():
+    parser = _OneLineErrorParser(prog=PROG, description="Make synthetic data sets and per-rank shards.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineErrorParser)
+    subparsers.required = True
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except DataToolError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _np():
+    # Lazy so `synth-data --help` works and is fast without numpy.
+    try:
+        import numpy
+    except ImportError:
+        raise DataToolError("numpy is required (pip install numpy)") from None
+    return numpy
+
+
+if __name__ == "__main__":
+    sys.exit(main())

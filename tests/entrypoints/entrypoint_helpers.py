@@ -1,0 +1,242 @@
+"""Helpers for the entrypoint and data-tool tests: run mnist.py like the launcher does, feed Pipe FIFOs.
+
+A module of its own (not conftest) so test modules can import it by a name no other test dir uses.
+"""
+
+import functools
+import importlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRYPOINTS = ROOT / "entrypoints"
+MNIST = ENTRYPOINTS / "mnist.py"
+CONTAINER_SRC = ROOT / "container" / "src"
+for _path in (str(CONTAINER_SRC), str(ENTRYPOINTS)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+datatool = importlib.import_module("sagemaker_mxnet_horovod.datatool")
+
+DEV_VENV_REASON = "needs numpy and mxnet: run with the dev venv (/opt/devvenv/bin/python -m pytest)"
+
+# What every mpirun here needs on 2 cores: yielding MPI progress threads instead of spinning.
+MPIRUN_FLAGS = ["--allow-run-as-root", "--oversubscribe", "-mca", "mpi_yield_when_idle", "1"]
+
+
+@functools.cache
+def horovod_problem():
+    """Why multi-rank tests cannot run here, or None."""
+    for module in ("numpy", "mxnet"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return DEV_VENV_REASON
+    if shutil.which("mpirun") is None:
+        return "mpirun is not installed"
+    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet as h; assert h.mpi_built()"],
+                           check=False, capture_output=True, text=True)
+    if probe.returncode != 0:
+        last_line = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"horovod.mxnet (built with MPI) is not importable: {last_line}"
+    return None
+
+
+def make_mnist(out_dir, train, test, seed=0, fmt="idx"):
+    code = datatool.main(["mnist", str(out_dir), "--train", str(train), "--test", str(test),
+                          "--seed", str(seed), "--format", fmt])
+    assert code == 0
+    return Path(out_dir)
+
+
+class Job:
+    """An entrypoint process; its output is collected by threads so a test can wait for a line."""
+
+    def __init__(self, proc, workdir):
+        self.proc, self.workdir, self.started = proc, Path(workdir), time.time()
+        self._out, self._err = [], []
+        self._readers = [threading.Thread(target=self._pump, args=(proc.stdout, self._out), daemon=True),
+                         threading.Thread(target=self._pump, args=(proc.stderr, self._err), daemon=True)]
+        for reader in self._readers:
+            reader.start()
+        self.returncode = None
+        self.seconds = None
+
+    @staticmethod
+    def _pump(stream, lines):
+        for line in stream:
+            lines.append(line)
+
+    @property
+    def stdout(self):
+        return "".join(self._out)
+
+    @property
+    def stderr(self):
+        return "".join(self._err)
+
+    def wait_for(self, pattern, timeout):
+        """Blocks until a stdout line matches `pattern` (regex); returns the match."""
+        deadline = time.time() + timeout
+        regex = re.compile(pattern)
+        while time.time() < deadline:
+            for line in list(self._out):
+                found = regex.search(line)
+                if found:
+                    return found
+            if self.proc.poll() is not None and not any(r.is_alive() for r in self._readers):
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line matching {pattern!r} within {timeout} s\n{self.explain()}")
+
+    def wait(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            for reader in self._readers:
+                reader.join(5)
+            raise AssertionError(f"timed out after {timeout} s\n{self.explain()}") from None
+        for reader in self._readers:
+            reader.join(10)
+        self.returncode = self.proc.returncode
+        self.seconds = time.time() - self.started
+        return self
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def model_dir(self):
+        return self.workdir / "model"
+
+    @property
+    def checkpoint_dir(self):
+        return self.workdir / "checkpoints"
+
+    def explain(self):
+        return f"exit {self.proc.poll()}\nstdout:\n{self.stdout[-4000:]}\nstderr:\n{self.stderr[-4000:]}"
+
+
+def base_env(workdir, extra=None):
+    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml is touched)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS"))}
+    workdir = Path(workdir)
+    env.update({
+        "SM_INPUT_DIR": str(workdir / "input"),
+        "SM_MODEL_DIR": str(workdir / "model"),
+        "SM_OUTPUT_DATA_DIR": str(workdir / "output" / "data"),
+        "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra or {})
+    return env
+
+
+def start_mnist(workdir, args=(), env=None, ranks=1):
+    """Starts mnist.py like the launcher does: directly for one process, under mpirun for several."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    full_env = base_env(workdir, env)
+    argv = [sys.executable, str(MNIST), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
+    if ranks > 1:
+        exported = [flag for key in full_env if key.startswith("SM_") for flag in ("-x", key)]
+        argv = ["mpirun", *MPIRUN_FLAGS, "-np", str(ranks), *exported, "-x", "PYTHONUNBUFFERED", *argv]
+    proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=workdir)
+    return Job(proc, workdir)
+
+
+def run_mnist(workdir, args=(), env=None, ranks=1, timeout=120):
+    return start_mnist(workdir, args, env, ranks).wait(timeout)
+
+
+def channels_env(data_dir):
+    return {"SM_CHANNEL_TRAIN": str(Path(data_dir) / "train"),
+            "SM_CHANNEL_TEST": str(Path(data_dir) / "test"),
+            "SM_CHANNELS": '["test", "train"]'}
+
+
+def rank_pids(mpirun_pid, timeout=30):
+    """{rank: pid} of mpirun's rank processes, found via /proc (children carrying OMPI_COMM_WORLD_RANK)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ranks = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                if ppid != mpirun_pid:
+                    continue
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    environ = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+            except (OSError, ValueError, IndexError):
+                continue
+            if b"OMPI_COMM_WORLD_RANK" in environ:
+                ranks[int(environ[b"OMPI_COMM_WORLD_RANK"])] = int(entry)
+        if ranks:
+            return ranks
+        time.sleep(0.1)
+    raise AssertionError(f"no rank processes under mpirun pid {mpirun_pid}")
+
+
+class PipeFeeder:
+    """Plays SageMaker in Pipe mode: for each channel, FIFO <data dir>/<channel>_<k> for pass k = 0, 1, ...
+
+    Each pass's FIFO is created after the previous pass was written to its end (one reader per FIFO),
+    and carries the bytes of the channel's source file (RecordIO), like an S3 object streamed in.
+    """
+
+    def __init__(self, data_dir, sources, passes):
+        self.data_dir, self.passes = Path(data_dir), passes
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.fed = {channel: 0 for channel in sources}
+        self.errors = []
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._feed, args=(channel, Path(source).read_bytes()), daemon=True)
+            for channel, source in sources.items()]
+        for thread in self._threads:
+            thread.start()
+
+    def _feed(self, channel, payload):
+        try:
+            for k in range(self.passes):
+                fifo = self.data_dir / f"{channel}_{k}"
+                os.mkfifo(fifo)
+                with open(fifo, "wb") as out:  # blocks until the entrypoint opens it
+                    if self._closing:
+                        return
+                    out.write(payload)
+                fifo.unlink()
+                self.fed[channel] += 1
+        except BrokenPipeError:
+            if not self._closing:
+                self.errors.append(f"{channel}: reader closed the FIFO early")
+        except OSError as exc:
+            self.errors.append(f"{channel}: {exc}")
+
+    def close(self):
+        """Unblocks writers still waiting for a reader (after a failed run), then joins them."""
+        self._closing = True
+        for thread in self._threads:
+            for _ in range(50):
+                if not thread.is_alive():
+                    break
+                for fifo in self.data_dir.glob("*_*"):
+                    try:
+                        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+                    except OSError:
+                        pass
+                thread.join(0.1)

@@ -1,0 +1,114 @@
+"""mnist.py as 2 Horovod ranks under mpirun on one host (skipped when horovod/mpirun are missing)."""
+
+import json
+import os
+import re
+import signal
+import time
+
+import pytest
+from entrypoint_helpers import PipeFeeder, channels_env, rank_pids, run_mnist, start_mnist
+from sagemaker_mxnet_horovod import datatool
+
+pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
+
+EPOCH_LINE = re.compile(
+    r"^epoch=(\d+) train_loss=\S+ train_accuracy=\S+ val_accuracy=(\S+) .*val_samples=(\d+)", re.MULTILINE)
+
+
+@pytest.mark.slow
+def test_two_ranks_reach_95_percent_on_synthetic_mnist(small_mnist, tmp_path):
+    job = run_mnist(tmp_path, ["--epochs", "3", "--batch-size", "64", "--log-interval", "0"],
+                    env=channels_env(small_mnist), ranks=2, timeout=110)
+    assert job.returncode == 0, job.explain()
+    assert "world_size=2" in job.stdout and "lr=0.02 " in job.stdout  # 0.01 x 2 ranks
+    epochs = EPOCH_LINE.findall(job.stdout)
+    assert [int(e) for e, _, _ in epochs] == [1, 2, 3]  # rank 0 logs, once per epoch
+    assert all(int(n) == 1000 for _, _, n in epochs)  # validation covers the whole test set
+    metrics = json.loads((job.model_dir / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+    assert metrics["val_accuracy"] >= 0.95, job.stdout
+    assert float(epochs[-1][1]) == pytest.approx(metrics["val_accuracy"], abs=1e-4)
+    print(f"2 ranks: val_accuracy={metrics['val_accuracy']:.4f} in {job.seconds:.1f} s, "
+          f"{metrics['samples_per_sec']:.0f} samples/s")
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_then_resume(small_mnist, tmp_path):
+    """SIGTERM reaching only rank 1 must still stop both ranks at the same step, checkpointed by rank 0."""
+    args = ["--epochs", "2", "--batch-size", "32", "--log-interval", "10", "--tensorboard", "false"]
+    job = start_mnist(tmp_path, args, env=channels_env(small_mnist), ranks=2)
+    try:
+        job.wait_for(r"epoch=1 batch=20/", timeout=90)
+        ranks = rank_pids(job.proc.pid)
+        assert sorted(ranks) == [0, 1]
+        os.kill(ranks[1], signal.SIGTERM)
+        signalled = time.time()
+        job.wait(60)
+    finally:
+        job.kill()
+    assert time.time() - signalled < 15, job.explain()
+    assert job.returncode == 143, job.explain()  # mpirun reports the ranks' status
+    assert "stopped by SIGTERM" in job.stdout
+    checkpoints = sorted((tmp_path / "checkpoints").glob("checkpoint-epoch-0001-batch-*.json"))
+    assert len(checkpoints) == 1, job.explain()
+    stopped_at = json.loads(checkpoints[0].read_text())["batch"]
+
+    resumed = run_mnist(tmp_path, args, env=channels_env(small_mnist), ranks=2, timeout=110)
+    assert resumed.returncode == 0, resumed.explain()
+    assert f"at epoch 1 batch {stopped_at}" in resumed.stdout
+    assert [int(e) for e, _, _ in EPOCH_LINE.findall(resumed.stdout)] == [1, 2]
+    metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
+    assert metrics["val_accuracy"] >= 0.9
+
+
+@pytest.mark.slow
+def test_pipe_mode_two_ranks_read_their_own_fifos(small_mnist, tmp_path):
+    shards = tmp_path / "shards"
+    assert datatool.main(["shard", str(small_mnist / "train"), str(shards), "--shards", "2"]) == 0
+    assert datatool.main(["shard", str(small_mnist / "test"), str(shards), "--shards", "2",
+                          "--channel", "test"]) == 0
+    workdir = tmp_path / "job"
+    sources = {f"{channel}_{r}": shards / f"{channel}_{r}" / f"{channel}_{r}.rec"
+               for channel in ("train", "test") for r in range(2)}
+    feeder = PipeFeeder(workdir / "input" / "data", sources, passes=3)
+    config = {name: {"TrainingInputMode": "Pipe", "RecordWrapperType": "RecordIO"} for name in sources}
+    try:
+        job = run_mnist(workdir, ["--epochs", "3", "--log-interval", "0"], ranks=2, timeout=110,
+                        env={"SM_INPUT_DATA_CONFIG": json.dumps(config),
+                             "SM_CHANNELS": json.dumps(sorted(config))})
+    finally:
+        feeder.close()
+    assert job.returncode == 0, job.explain()
+    assert "train=Pipe channels train_0..train_1 test=Pipe channels test_0..test_1" in job.stdout
+    # every rank read every pass of its own FIFOs to the end
+    assert feeder.fed == {name: 3 for name in sources} and not feeder.errors
+    epochs = EPOCH_LINE.findall(job.stdout)
+    assert [int(n) for _, _, n in epochs] == [1000, 1000, 1000]  # test_0 + test_1 = the full test set
+    assert json.loads((workdir / "model" / "metrics.json").read_text())["val_accuracy"] >= 0.95
+
+
+def test_pipe_mode_without_a_channel_per_rank_fails_fast(tiny_mnist, tmp_path):
+    config = {"train_0": {"TrainingInputMode": "Pipe"}, "test": {"TrainingInputMode": "File"}}
+    job = run_mnist(tmp_path, [], ranks=2, timeout=60,
+                    env={"SM_INPUT_DATA_CONFIG": json.dumps(config),
+                         "SM_CHANNEL_TEST": str(tiny_mnist / "test")})
+    assert job.returncode == 2, job.explain()
+    assert job.seconds < 30
+    message = "mnist: error: Pipe mode needs one channel per rank: have train_0..train_0, need 2"
+    assert message in job.stderr.splitlines(), job.stderr
+
+
+def test_one_rank_with_bad_data_does_not_leave_the_other_hanging(tiny_mnist, tmp_path):
+    """Per-rank File channels: train_1 is broken. Rank 1 exits 2; rank 0 must not wait forever."""
+    good = tiny_mnist / "train"
+    bad = tmp_path / "train_1"
+    bad.mkdir()
+    (bad / "train.csv").write_text("not,mnist\n")
+    env = {"SM_CHANNEL_TRAIN_0": str(good), "SM_CHANNEL_TRAIN_1": str(bad),
+           "SM_CHANNEL_TEST": str(tiny_mnist / "test"),
+           "SM_CHANNELS": json.dumps(["test", "train_0", "train_1"])}
+    job = run_mnist(tmp_path / "job", [], ranks=2, env=env, timeout=60)
+    assert job.returncode == 2, job.explain()
+    assert job.seconds < 30
+    assert f"mnist: error: unrecognised data format in channel 'train_1' ({bad})" in job.stderr
