@@ -1,0 +1,65 @@
+"""The built-in MNIST program as SageMaker runs it: 2 hosts, File and Pipe mode, bad input."""
+
+import json
+import subprocess
+
+import pytest
+from conftest import DOCKER
+from local_job import Channel, JobSpec, run_job
+
+
+@pytest.fixture(scope="module")
+def mnist_data(image, tmp_path_factory):
+    """Synthetic MNIST made by the image's own data tool, plus 2 per-rank RecordIO shards for Pipe mode."""
+    root = tmp_path_factory.mktemp("mnist")
+    script = "synth-data mnist /data/mnist && synth-data shard /data/mnist/train /data/shards --shards 2 " \
+             "--format recordio"
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "sh", image, "-c", script],
+                   check=True, capture_output=True)
+    return root
+
+
+def mnist_job(image, workdir, channels, epochs="3", **spec):
+    hps = {"sagemaker_program": "mnist", "epochs": epochs, "batch-size": "64", "mpi_peer_timeout_s": "60"}
+    return run_job(JobSpec(image=image, hosts=2, hyperparameters=hps, channels=channels, timeout_s=600, **spec),
+                   workdir)
+
+
+def test_two_hosts_file_mode_learns(image, mnist_data, tmp_path):
+    data = mnist_data / "mnist"
+    result = mnist_job(image, tmp_path, [Channel("train", data / "train"), Channel("test", data / "test")])
+    assert result.exit_codes == [0, 0], result.describe()
+    metrics = json.loads((result.master.root / "model" / "metrics.json").read_text())
+    assert metrics["val_accuracy"] >= 0.95, metrics
+    assert {"model-symbol.json", "model-0000.params"} <= {p.name for p in (result.master.root / "model").iterdir()}
+    # Per-epoch metric lines reach the master's log, whole (no interleaved rank tags inside a line).
+    epoch_lines = [line for line in result.master.logs.splitlines() if "val_accuracy=" in line]
+    assert len(epoch_lines) == 3 and all(line.count("<stdout>") == 1 for line in epoch_lines), epoch_lines
+
+
+def test_two_hosts_pipe_mode(image, mnist_data, tmp_path):
+    shards = mnist_data / "shards"
+    channels = [Channel("train_0", shards / "train_0", "Pipe"), Channel("train_1", shards / "train_1", "Pipe"),
+                Channel("test", mnist_data / "mnist" / "test")]
+    result = mnist_job(image, tmp_path, channels, epochs="2", pipe_epochs=2)
+    assert result.exit_codes == [0, 0], result.describe()
+    metrics = json.loads((result.master.root / "model" / "metrics.json").read_text())
+    assert metrics["val_accuracy"] >= 0.9, metrics
+
+
+def test_pipe_mode_with_too_few_channels_fails_fast(image, mnist_data, tmp_path):
+    shards = mnist_data / "shards"
+    channels = [Channel("train_0", shards / "train_0", "Pipe"), Channel("test", mnist_data / "mnist" / "test")]
+    result = mnist_job(image, tmp_path, channels, epochs="1")
+    assert result.exit_codes[0] == 2 and result.exit_codes[1] == 2, result.describe()
+    assert "Pipe mode needs one channel per rank: have train_0..train_0, need 2" in result.master.failure
+    assert result.seconds < 60
+
+
+def test_empty_channel_fails_with_its_name(image, mnist_data, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = mnist_job(image, tmp_path / "job", [Channel("train", empty), Channel("test", mnist_data / "mnist" / "test")])
+    assert result.exit_codes[0] == 2, result.describe()
+    first_line = result.master.failure.splitlines()[0]
+    assert first_line.startswith("rank ") and "mnist: error:" in first_line and "train" in first_line, first_line
