@@ -429,7 +429,13 @@ def _add_shard_parser(subparsers):
 
 
 # One registration function per subcommand; append new ones here.
-SUBCOMMANDS = [_add_mnist_parser, _add_shard_parser]
+def _add_coco_parser(subparsers):
+    from sagemaker_mxnet_horovod import synthetic_coco  # numpy + Pillow only; R-CNN smoke-test data
+
+    synthetic_coco.add_subcommand(subparsers)
+
+
+SUBCOMMANDS = [_add_mnist_parser, _add_shard_parser, _add_coco_parser]
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

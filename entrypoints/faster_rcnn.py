@@ -1,0 +1,82 @@
+"""Faster R-CNN (GluonCV model zoo) on COCO-format data with Horovod: ``sagemaker_program=faster_rcnn``.
+
+Run once per rank by the launcher under mpirun (``python /opt/entrypoints/faster_rcnn.py --key value``)
+or directly as one process. ``--help`` lists every hyperparameter with its default; ``--batch_size`` and
+``--batch-size`` are the same key; booleans are true/false/1/0 (anything else is an error).
+
+Model: ``gluoncv.model_zoo.get_model('faster_rcnn[_fpn]_<network>_coco', pretrained=False,
+pretrained_base=<--pretrained-base>)``, default faster_rcnn_resnet50_v1b_coco (80 COCO classes).
+
+Data: channel ``train`` (required) and ``val`` (optional), each in COCO 2017 layout::
+
+    <channel>/annotations/instances_<split>.json     e.g. instances_train2017.json
+    <channel>/<split>/<file_name>                     e.g. train2017/000000000009.jpg
+
+  * The split is autodetected: the only ``annotations/instances_*.json`` of the channel, else the one
+    whose split starts with ``train`` (``val`` for the val channel); ``--train-split`` /
+    ``--val-split`` choose explicitly. Without a ``val`` channel, a ``val*`` split next to the train
+    split in the train channel is used (so the stock COCO folder works as one channel); else no
+    validation.
+  * Image paths come from each image's ``file_name`` under the split folder (``coco_url`` is ignored).
+  * ``categories`` must be COCO's 80 categories in COCO order (what GluonCV's COCO models need).
+  * Every referenced image must exist; this is checked up front, as is a non-empty train set.
+  * Upload example (stock COCO 2017)::
+
+        aws s3 sync coco/annotations s3://BUCKET/coco/train/annotations --exclude '*' \\
+            --include 'instances_train2017.json'
+        aws s3 sync coco/train2017 s3://BUCKET/coco/train/train2017
+        aws s3 sync coco/annotations s3://BUCKET/coco/val/annotations --exclude '*' --include 'instances_val2017.json'
+        aws s3 sync coco/val2017 s3://BUCKET/coco/val/val2017
+        # estimator.fit({"train": "s3://BUCKET/coco/train", "val": "s3://BUCKET/coco/val",
+        #                "pretrained": "s3://BUCKET/mxnet-models"})   # holds resnet50_v1b-0ecdba34.params
+
+  * Tiny synthetic data for smoke tests: ``python -m sagemaker_mxnet_horovod.synthetic_coco DIR``.
+
+Pretrained backbone (``--pretrained-base true``, the default): GluonCV looks for
+``$MXNET_HOME/models/<network>-<hash>.params`` (resnet50_v1b-0ecdba34.params; MXNET_HOME defaults to
+~/.mxnet). If it is missing, a ``pretrained`` channel holding the file (SM_CHANNEL_PRETRAINED or
+--pretrained-dir) is linked there; else, with --download-pretrained true, GluonCV's model store is
+tried with short timeouts (MXNET_GLUON_REPO overrides its URL); else, or when that fails (no network,
+SageMaker network isolation), the job fails within seconds, exit 2, saying how to provide the file.
+
+Distribution: --horovod true (default): one process per GPU (mx.gpu(local_rank)) or per CPU rank;
+each rank trains on its own shard of every epoch's permutation; gradients are averaged with Horovod.
+--horovod false: the non-Horovod baseline, one process over all GPUs of one host with MXNet's kvstore
+(--kv-store device|local); more than one host in SM_HOSTS is an error.
+Learning rate: --lr is for a global batch of 8 images (GluonCV: 0.00125 per image); the optimizer
+uses lr x global_batch / 8, warmed up linearly over --lr-warmup iterations from --lr-warmup-factor,
+decayed by --lr-decay at each --lr-decay-epoch (epoch indexes from 0). The first log line shows the
+effective lr.
+
+Outputs (rank 0):
+  * stdout metric lines (regexes: METRIC_DEFINITIONS), epochs numbered from 0::
+        epoch=0 iter=20 loss=1.8 rpn_cls=0.6 rpn_box=0.1 rcnn_cls=0.9 rcnn_box=0.2 lr=0.00125 samples_per_sec=3.2
+        epoch=0 train_loss=1.9 samples_per_sec=3.1 epoch_sec=1234.56
+        epoch=0 val_bbox_map=0.0123 val_images=5000 val_sec=321.00
+  * model dir: <model>-final.params, <model>-best.params (best val_bbox_map) and model.json
+    (how to load, classes, history); written atomically.
+  * checkpoint dir: <model>-epoch-NNNN.{params,states,json} every --save-interval epochs, newest
+    --keep-checkpoints kept; a restarted job resumes from the newest at the right epoch.
+  * output data dir: faster_rcnn_val_results.json (COCO detections of the last validation).
+  * TensorBoard scalars (tensorboardX) in --tensorboard-dir (/opt/ml/output/tensorboard).
+
+SIGTERM: the current iteration finishes, the ranks agree to stop, rank 0 writes a resumable
+mid-epoch checkpoint, exit 143.
+Exit codes: 0 done; 2 bad hyperparameter or input (one line ``faster_rcnn: error: ...`` on stderr,
+before MPI is initialised where possible); 1 unexpected failure (traceback first); 143 SIGTERM.
+"""
+
+import sys
+
+import rcnn_common
+
+KIND = rcnn_common.FASTER_RCNN
+METRIC_DEFINITIONS = rcnn_common.metric_definitions(KIND)
+
+
+def main(argv=None):
+    return rcnn_common.main(KIND, "Train GluonCV Faster R-CNN on COCO-format data with Horovod.", argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

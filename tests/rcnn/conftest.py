@@ -1,0 +1,31 @@
+"""Fixtures for the R-CNN entrypoint tests; the helpers live in rcnn_helpers.py."""
+
+import pytest
+import rcnn_helpers
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "mpi: runs several ranks under mpirun (needs horovod + OpenMPI)")
+    config.addinivalue_line("markers", "slow: takes more than 30 seconds")
+
+
+@pytest.fixture(scope="session")
+def needs_mxnet():
+    problem = rcnn_helpers.dev_venv_problem()
+    if problem:
+        pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def needs_horovod():
+    problem = rcnn_helpers.horovod_problem()
+    if problem:
+        pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def coco(tmp_path_factory, needs_mxnet):
+    """8 train + 2 val synthetic images, 200-320 px (train2017 + val2017 in one dir)."""
+    out = tmp_path_factory.mktemp("coco") / "coco"
+    rcnn_helpers.synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1)
+    return out

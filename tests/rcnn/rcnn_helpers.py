@@ -1,0 +1,233 @@
+"""Helpers for the R-CNN entrypoint tests (run on the host with the dev venv: /opt/devvenv/bin/python -m pytest).
+
+A uniquely named module, not conftest: tests/entrypoints has its own conftest, and `from conftest import`
+would pick whichever was imported first when the whole tests/ tree runs.
+
+Everything runs for real: the entrypoints as subprocesses (under mpirun for the 2-rank tests) on tiny
+synthetic COCO data written by sagemaker_mxnet_horovod.synthetic_coco. Nothing is downloaded: the
+models are built with --pretrained-base false, and the one test of the download path points GluonCV's
+model store at a closed local port.
+"""
+
+import functools
+import importlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRYPOINTS = ROOT / "entrypoints"
+CONTAINER_SRC = ROOT / "container" / "src"
+sys.path.insert(0, str(CONTAINER_SRC))
+sys.path.insert(0, str(ENTRYPOINTS))
+synthetic_coco = importlib.import_module("sagemaker_mxnet_horovod.synthetic_coco")
+
+SCRIPTS = {"faster": ENTRYPOINTS / "faster_rcnn.py", "mask": ENTRYPOINTS / "mask_rcnn.py"}
+# What every mpirun here needs on 2 cores: yielding MPI progress instead of busy polling.
+MPIRUN_FLAGS = ["--allow-run-as-root", "--oversubscribe", "-mca", "mpi_yield_when_idle", "1",
+                "-bind-to", "none"]
+# Smallest settings that still exercise the whole model: short side 256 gives the C4 RPN enough anchors
+# for its 2000 training proposals; 50 proposals per image keep CPU validation to seconds.
+TINY_ARGS = ["--pretrained-base", "false", "--short", "256", "--max-size", "320", "--num-workers", "0",
+             "--rpn-test-post-nms", "50", "--lr-warmup", "2", "--log-interval", "1"]
+
+
+@functools.cache
+def dev_venv_problem():
+    for module in ("numpy", "mxnet", "gluoncv", "pycocotools", "PIL"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return f"needs {module}: run with the dev venv (/opt/devvenv/bin/python -m pytest tests/rcnn)"
+    return None
+
+
+@functools.cache
+def horovod_problem():
+    problem = dev_venv_problem()
+    if problem:
+        return problem
+    if shutil.which("mpirun") is None:
+        return "mpirun is not installed"
+    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet as h; assert h.mpi_built()"],
+                           check=False, capture_output=True, text=True)
+    if probe.returncode != 0:
+        return "horovod.mxnet (built with MPI) is not importable"
+    return None
+
+
+def copy_coco(src, dst):
+    shutil.copytree(src, dst)
+    return Path(dst)
+
+
+def edit_annotations(data_dir, split, edit):
+    path = Path(data_dir) / "annotations" / f"instances_{split}.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+    return path
+
+
+class Job:
+    """An entrypoint process whose output is collected by threads (tests can wait for a line)."""
+
+    def __init__(self, proc, workdir):
+        self.proc, self.workdir, self.started = proc, Path(workdir), time.time()
+        self._out, self._err = [], []
+        self._readers = [threading.Thread(target=self._pump, args=(proc.stdout, self._out), daemon=True),
+                         threading.Thread(target=self._pump, args=(proc.stderr, self._err), daemon=True)]
+        for reader in self._readers:
+            reader.start()
+        self.returncode = self.seconds = None
+
+    @staticmethod
+    def _pump(stream, lines):
+        for line in stream:
+            lines.append(line)
+
+    @property
+    def stdout(self):
+        return "".join(self._out)
+
+    @property
+    def stderr(self):
+        return "".join(self._err)
+
+    def wait_for(self, pattern, timeout):
+        deadline = time.time() + timeout
+        regex = re.compile(pattern)
+        while time.time() < deadline:
+            for line in list(self._out):
+                found = regex.search(line)
+                if found:
+                    return found
+            if self.proc.poll() is not None and not any(r.is_alive() for r in self._readers):
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no line matching {pattern!r} within {timeout} s\n{self.explain()}")
+
+    def wait(self, timeout):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"timed out after {timeout} s\n{self.explain()}") from None
+        for reader in self._readers:
+            reader.join(10)
+        self.returncode = self.proc.returncode
+        self.seconds = time.time() - self.started
+        return self
+
+    def kill(self):
+        """SIGKILLs everything in the job's session: mpirun puts each rank in its own process group, and
+        DataLoader workers are the ranks' children."""
+        for pid in session_pids(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
+    def explain(self):
+        return f"exit {self.proc.poll()}\nstdout:\n{self.stdout[-5000:]}\nstderr:\n{self.stderr[-5000:]}"
+
+    @property
+    def model_dir(self):
+        return self.workdir / "model"
+
+    @property
+    def checkpoint_dir(self):
+        return self.workdir / "checkpoints"
+
+
+def session_pids(sid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[3]) == sid:  # fields after the command: state, ppid, pgrp, session
+            found.append(int(entry))
+    return found
+
+
+def rank_pids(sid, timeout=60):
+    """{rank: pid} of the rank processes in a job's session (they carry OMPI_COMM_WORLD_RANK)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ranks = {}
+        for pid in session_pids(sid):
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    environ = dict(i.split(b"=", 1) for i in f.read().split(b"\0") if b"=" in i)
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except OSError:
+                continue
+            if b"OMPI_COMM_WORLD_RANK" in environ and b"rcnn.py" in cmdline:
+                rank = int(environ[b"OMPI_COMM_WORLD_RANK"])
+                ranks[rank] = min(pid, ranks.get(rank, pid))  # a DataLoader worker is a younger child
+        if ranks:
+            return ranks
+        time.sleep(0.2)
+    raise AssertionError(f"no rank processes in session {sid}")
+
+
+def base_env(workdir, extra=None):
+    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml or ~/.mxnet is touched)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS", "MXNET_"))}
+    workdir = Path(workdir)
+    env.update({
+        "SM_INPUT_DIR": str(workdir / "input"),
+        "SM_MODEL_DIR": str(workdir / "model"),
+        "SM_OUTPUT_DATA_DIR": str(workdir / "output" / "data"),
+        "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "MXNET_HOME": str(workdir / "mxnet-home"),
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(extra or {})
+    return env
+
+
+def start(model, workdir, args=(), env=None, ranks=1):
+    """Starts an entrypoint like the launcher: directly for one process, under mpirun for several."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    full_env = base_env(workdir, env)
+    if ranks == 1:
+        full_env.setdefault("OMP_NUM_THREADS", "2")
+    argv = [sys.executable, str(SCRIPTS[model]), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
+    if ranks > 1:
+        exported = [flag for key in full_env if key.startswith(("SM_", "MXNET_")) for flag in ("-x", key)]
+        argv = ["mpirun", *MPIRUN_FLAGS, "-np", str(ranks), *exported, "-x", "PYTHONUNBUFFERED",
+                "-x", "OMP_NUM_THREADS=1", *argv]
+    proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=workdir, start_new_session=True)
+    return Job(proc, workdir)
+
+
+def run(model, workdir, args=(), env=None, ranks=1, timeout=600):
+    return start(model, workdir, args, env, ranks).wait(timeout)
+
+
+def channel_env(train_dir, val_dir=None):
+    env = {"SM_CHANNEL_TRAIN": str(train_dir)}
+    channels = ["train"]
+    if val_dir is not None:
+        env["SM_CHANNEL_VAL"] = str(val_dir)
+        channels.append("val")
+    env["SM_CHANNELS"] = json.dumps(channels)
+    return env

@@ -1,0 +1,112 @@
+"""Bad inputs and configurations end the entrypoints within seconds: exit 2, one line `<prog>: error: ...`."""
+
+import json
+
+import pytest
+import rcnn_helpers as h
+
+pytestmark = pytest.mark.usefixtures("needs_mxnet")
+
+# Input checks run before mxnet is imported; checks that need mxnet (GPU count, GluonCV's model store
+# hashes) pay its import (~3-6 s, more on a busy 2-core machine).
+FAST_SECONDS = 10
+WITH_MXNET_SECONDS = 45
+
+
+def _assert_usage_error(job, prog, *needles, seconds=FAST_SECONDS):
+    assert job.returncode == 2, job.explain()
+    assert job.seconds < seconds, f"took {job.seconds:.1f} s\n{job.explain()}"
+    errors = [line for line in job.stderr.splitlines() if line.startswith(f"{prog}: error: ")]
+    assert len(errors) == 1, job.explain()
+    for needle in needles:
+        assert needle in errors[0], job.explain()
+    return errors[0]
+
+
+def _break(data, breakage):
+    if breakage == "missing_annotation":
+        (data / "annotations" / "instances_train2017.json").unlink()
+        (data / "annotations" / "instances_val2017.json").unlink()
+        return ["missing annotation file", str(data)]
+    if breakage == "missing_image":
+        (data / "train2017" / "000000000005.jpg").unlink()
+        return ["image referenced but absent", str(data / "train2017" / "000000000005.jpg")]
+    if breakage == "categories":
+        def rename(d):
+            d["categories"] = [dict(c, name="thing" if c["id"] == 18 else c["name"]) for c in d["categories"]]
+        path = h.edit_annotations(data, "train2017", rename)
+        return ["not COCO's 80 categories", "'thing'", "'dog'", str(path)]
+    if breakage == "too_few_categories":
+        path = h.edit_annotations(data, "train2017", lambda d: d.__setitem__("categories", d["categories"][:3]))
+        return ["not COCO's 80 categories", "found 3 categories", str(path)]
+    if breakage == "empty":
+        path = h.edit_annotations(data, "train2017", lambda d: d.__setitem__("annotations", []))
+        return ["empty train set", str(path)]
+    raise AssertionError(breakage)
+
+
+@pytest.mark.parametrize("model", ["faster", "mask"])
+@pytest.mark.parametrize("breakage", ["missing_annotation", "missing_image", "categories", "too_few_categories",
+                                      "empty"])
+def test_bad_data_fails_fast(coco, tmp_path, model, breakage):
+    data = h.copy_coco(coco, tmp_path / "data")
+    needles = _break(data, breakage)
+    job = h.run(model, tmp_path / "job", h.TINY_ARGS, env=h.channel_env(data), timeout=120)
+    _assert_usage_error(job, f"{model}_rcnn", *needles)
+
+
+def test_missing_train_channel(tmp_path):
+    job = h.run("faster", tmp_path / "job", h.TINY_ARGS, env=h.channel_env(tmp_path / "nowhere"), timeout=120)
+    _assert_usage_error(job, "faster_rcnn", "missing train channel", str(tmp_path / "nowhere"))
+
+
+def test_bad_data_fails_fast_on_every_rank_under_mpirun(coco, tmp_path, needs_horovod):
+    data = h.copy_coco(coco, tmp_path / "data")
+    needles = _break(data, "missing_image")
+    job = h.run("mask", tmp_path / "job", h.TINY_ARGS, env=h.channel_env(data), ranks=2, timeout=120)
+    assert job.returncode == 2, job.explain()
+    assert job.seconds < 20, job.explain()
+    assert job.stderr.count("mask_rcnn: error: image referenced but absent") == 2, job.explain()
+    assert needles[1] in job.stderr
+
+
+def test_amp_on_cpu_is_a_clear_error(coco, tmp_path):
+    job = h.run("faster", tmp_path / "job", [*h.TINY_ARGS, "--amp", "true"], env=h.channel_env(coco), timeout=120)
+    line = _assert_usage_error(job, "faster_rcnn", "amp needs a GPU", "--amp false", seconds=WITH_MXNET_SECONDS)
+    assert "model=" not in job.stdout, "the model was built before the amp check"
+    assert line
+
+
+def test_pretrained_base_without_weights_and_unreachable_store(coco, tmp_path):
+    """Weights absent from $MXNET_HOME/models, model store unreachable (a closed local port stands in for
+    SageMaker network isolation): exit 2 in seconds, saying how to provide the file."""
+    args = [a for a in h.TINY_ARGS if a not in ("--pretrained-base", "false")]
+    env = dict(h.channel_env(coco), MXNET_GLUON_REPO="http://127.0.0.1:9/")
+    job = h.run("mask", tmp_path / "job", args, env=env, timeout=120)
+    home = tmp_path / "job" / "mxnet-home" / "models"
+    _assert_usage_error(job, "mask_rcnn", "resnet50_v1b-0ecdba34.params", "unreachable", str(home),
+                        "'pretrained' channel", "--pretrained-base false", seconds=WITH_MXNET_SECONDS)
+
+
+def test_pretrained_base_without_download(coco, tmp_path):
+    args = [a for a in h.TINY_ARGS if a not in ("--pretrained-base", "false")] + ["--download-pretrained", "false"]
+    job = h.run("faster", tmp_path / "job", args, env=h.channel_env(coco), timeout=120)
+    _assert_usage_error(job, "faster_rcnn", "resnet50_v1b-0ecdba34.params", "not found",
+                        "--pretrained-base false", seconds=WITH_MXNET_SECONDS)
+
+
+def test_pretrained_channel_with_a_wrong_file(coco, tmp_path):
+    pretrained = tmp_path / "pretrained"
+    pretrained.mkdir()
+    (pretrained / "resnet50_v1b-0ecdba34.params").write_bytes(b"not the weights")
+    env = dict(h.channel_env(coco), SM_CHANNEL_PRETRAINED=str(pretrained), MXNET_GLUON_REPO="http://127.0.0.1:9/")
+    args = [a for a in h.TINY_ARGS if a not in ("--pretrained-base", "false")]
+    job = h.run("faster", tmp_path / "job", args, env=env, timeout=120)
+    _assert_usage_error(job, "faster_rcnn", "do not match GluonCV's SHA-1", str(pretrained),
+                        seconds=WITH_MXNET_SECONDS)
+
+
+def test_horovod_false_with_two_hosts(coco, tmp_path):
+    env = dict(h.channel_env(coco), SM_HOSTS=json.dumps(["algo-1", "algo-2"]), SM_CURRENT_HOST="algo-1")
+    job = h.run("mask", tmp_path / "job", [*h.TINY_ARGS, "--horovod", "false"], env=env, timeout=120)
+    _assert_usage_error(job, "mask_rcnn", "--horovod false", "2 hosts", "algo-2")

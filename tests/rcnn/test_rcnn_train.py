@@ -1,0 +1,187 @@
+"""Real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
+against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline.
+
+Each run is a few iterations of ResNet-50 R-CNN at short side 256 (~10 s per iteration on 2 cores), so
+these are marked slow.
+"""
+
+import json
+import os
+import re
+import signal
+
+import faster_rcnn
+import mask_rcnn
+import pytest
+import rcnn_common as rc
+import rcnn_helpers as h
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_mxnet")]
+MODULES = {"faster": faster_rcnn, "mask": mask_rcnn}
+NETS = {"faster": "faster_rcnn_resnet50_v1b_coco", "mask": "mask_rcnn_resnet50_v1b_coco"}
+ITER_LINE = re.compile(r"^epoch=(\d+) iter=(\d+) loss=\S+ ")
+VAL_LINE = re.compile(r"^epoch=(\d+) val_bbox_map=(\S+)")
+
+
+def iter_lines(stdout):
+    return [(int(m.group(1)), int(m.group(2))) for m in map(ITER_LINE.match, stdout.splitlines()) if m]
+
+
+def assert_metric_definitions_match(model, stdout):
+    """Every metric regex of the entrypoint captures a number from the real output."""
+    for definition in MODULES[model].METRIC_DEFINITIONS:
+        found = re.findall(definition["Regex"], stdout)
+        assert found, f"{definition['Name']}: {definition['Regex']!r} matched nothing in\n{stdout[-3000:]}"
+        for value in found:
+            float(value)
+
+
+def dirs_args(workdir):
+    return ["--checkpoint-dir", str(workdir / "checkpoints"), "--model-dir", str(workdir / "model")]
+
+
+@pytest.fixture(scope="module")
+def train_only(coco, tmp_path_factory):
+    """The synthetic data without its val split (runs that should not spend time validating)."""
+    data = h.copy_coco(coco, tmp_path_factory.mktemp("train_only") / "coco")
+    (data / "annotations" / "instances_val2017.json").unlink()
+    return data
+
+
+@pytest.mark.parametrize("model", ["faster", "mask"])
+def test_one_process_trains_validates_and_resumes(coco, tmp_path, model):
+    prog, net = f"{model}_rcnn", NETS[model]
+    args = [*h.TINY_ARGS, "--max-iterations-per-epoch", "2"]
+    first = h.run(model, tmp_path, [*args, "--epochs", "1"], env=h.channel_env(coco), timeout=900)
+    assert first.returncode == 0, first.explain()
+    out = first.stdout
+    assert f"{prog}: model={net} world_size=1" in out
+    assert "effective_lr=0.00125" in out  # 0.01 per 8 images x 1 image
+    assert iter_lines(out) == [(0, 1), (0, 2)]
+    (val,) = [m for m in map(VAL_LINE.match, out.splitlines()) if m]
+    assert val.group(1) == "0" and 0.0 <= float(val.group(2)) <= 1.0
+    if model == "mask":
+        assert re.search(r"^epoch=0 val_bbox_map=\S+ val_segm_map=\S+ val_images=2 ", out, re.M)
+    assert_metric_definitions_match(model, out)
+    assert {p.name for p in first.model_dir.iterdir()} >= {f"{net}-final.params", f"{net}-best.params", "model.json"}
+    info = json.loads((first.model_dir / "model.json").read_text())
+    assert info["model"] == net and info["best_epoch"] == 0 and len(info["classes"]) == 80
+    state = json.loads((first.checkpoint_dir / f"{net}-epoch-0001.json").read_text())
+    assert state["epoch"] == 1 and state["batch"] is None
+    assert (tmp_path / "output" / "data" / f"{prog}_val_results.json").is_file()
+    assert any(n.startswith("events.out.tfevents") for n in os.listdir(tmp_path / "tensorboard"))
+    assert not [f for f in os.listdir(first.model_dir) if f.startswith(".tmp")]
+
+    # Same dirs, one more epoch: continues at epoch 1 from the checkpoint.
+    second = h.run(model, tmp_path, [*args, "--epochs", "2"], env=h.channel_env(coco), timeout=900)
+    assert second.returncode == 0, second.explain()
+    assert re.search(rf"{prog}: resumed from checkpoint \S+{net}-epoch-0001\.params at epoch 1$", second.stdout,
+                     re.M), second.stdout
+    assert iter_lines(second.stdout) == [(1, 1), (1, 2)]
+    assert re.search(r"^epoch=1 val_bbox_map=", second.stdout, re.M)
+    state = json.loads((second.checkpoint_dir / f"{net}-epoch-0002.json").read_text())
+    assert state["epoch"] == 2 and [r["epoch"] for r in state["history"]] == [0, 1]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("model", ["faster", "mask"])
+def test_two_ranks_train_and_validate(coco, tmp_path, model, needs_horovod):
+    prog, net = f"{model}_rcnn", NETS[model]
+    job = h.run(model, tmp_path, [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1",
+                                  *dirs_args(tmp_path)], env=h.channel_env(coco), ranks=2, timeout=900)
+    assert job.returncode == 0, job.explain()
+    out = job.stdout
+    assert f"{prog}: model={net} world_size=2" in out and "global_batch=2 " in out
+    assert "effective_lr=0.0025" in out  # linear scaling with the global batch
+    assert iter_lines(out) == [(0, 1)]  # rank 0 logs, once
+    assert len(re.findall(r"^epoch=0 val_bbox_map=\S+.* val_images=2 ", out, re.M)) == 1
+    assert_metric_definitions_match(model, out)
+    assert (job.model_dir / f"{net}-final.params").is_file()
+    assert (job.checkpoint_dir / f"{net}-epoch-0001.json").is_file()
+
+
+def test_sigterm_checkpoints_mid_epoch_and_resume_continues(train_only, tmp_path):
+    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "3"]
+    job = h.start("faster", tmp_path, args, env=h.channel_env(train_only))
+    job.wait_for(r"^epoch=0 iter=1 ", timeout=600)
+    os.kill(job.proc.pid, signal.SIGTERM)
+    job.wait(300)
+    assert job.returncode == 143, job.explain()
+    assert "faster_rcnn: stopped by SIGTERM" in job.stdout
+    done = iter_lines(job.stdout)[-1][1]
+    assert done < 3
+    stem = f"faster_rcnn_resnet50_v1b_coco-epoch-0001-batch-{done:06d}"
+    state = json.loads((job.checkpoint_dir / f"{stem}.json").read_text())
+    assert state["batch"] == done
+    assert not (job.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").exists()
+
+    resumed = h.run("faster", tmp_path, args, env=h.channel_env(train_only), timeout=900)
+    assert resumed.returncode == 0, resumed.explain()
+    assert f"at epoch 0 iteration {done}" in resumed.stdout
+    assert iter_lines(resumed.stdout) == [(0, i) for i in range(done + 1, 4)]
+    assert (resumed.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").is_file()
+
+
+@pytest.mark.mpi
+def test_sigterm_to_both_ranks_stops_them_together(train_only, tmp_path, needs_horovod):
+    """What the launcher does on a SageMaker stop: SIGTERM every rank. They agree on the iteration to stop
+    after, rank 0 checkpoints, both exit 143."""
+    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "3", *dirs_args(tmp_path)]
+    job = h.start("faster", tmp_path, args, env=h.channel_env(train_only), ranks=2)
+    job.wait_for(r"^epoch=0 iter=1 ", timeout=600)
+    ranks = h.rank_pids(job.proc.pid)
+    assert sorted(ranks) == [0, 1]
+    for pid in ranks.values():
+        os.kill(pid, signal.SIGTERM)
+    job.wait(300)
+    assert job.returncode != 0, job.explain()
+    assert job.stdout.count("faster_rcnn: stopped by SIGTERM") == 1, job.explain()  # rank 0 logs
+    assert "faster_rcnn: error" not in job.stderr, job.explain()
+    done = iter_lines(job.stdout)[-1][1]
+    assert (job.checkpoint_dir / f"faster_rcnn_resnet50_v1b_coco-epoch-0001-batch-{done:06d}.json").is_file()
+
+
+@pytest.mark.mpi
+def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path, needs_horovod):
+    """Rank 1's first image is corrupt and decoded in a DataLoader worker process: rank 1 fails, mpirun
+    takes rank 0 down (it waits in an allreduce), nothing hangs."""
+    np = pytest.importorskip("numpy")
+    data = h.copy_coco(train_only, tmp_path / "data")
+    ratios = [1.0] * 8
+    steps = rc.steps_per_epoch(8, 2, 1, cap=2)
+    (first,) = rc.epoch_batches(np, 8, ratios, 233, 0, 1, 2, 1, steps)[0]
+    # dataset index i is the i-th image by id (all 8 are usable); ids start at 1
+    (data / "train2017" / f"{first + 1:012d}.jpg").write_bytes(b"this is not a jpeg")
+    args = [a if a != "0" or i == 0 or h.TINY_ARGS[i - 1] != "--num-workers" else "1"
+            for i, a in enumerate(h.TINY_ARGS)]
+    assert args[args.index("--num-workers") + 1] == "1"
+    job = h.run("mask", tmp_path / "job", [*args, "--epochs", "1", "--max-iterations-per-epoch", "2"],
+                env=h.channel_env(data), ranks=2, timeout=300)
+    assert job.returncode not in (0, None), job.explain()
+    assert "mask_rcnn: error: unexpected" in job.stderr, job.explain()
+    assert job.seconds < 240
+
+
+def test_horovod_false_baseline_never_imports_horovod(train_only, tmp_path):
+    blocker = tmp_path / "block"
+    (blocker / "horovod").mkdir(parents=True)
+    (blocker / "horovod" / "__init__.py").write_text("raise RuntimeError('horovod must not be imported')\n")
+    env = dict(h.channel_env(train_only), PYTHONPATH=str(blocker), SM_HOSTS='["algo-1"]')
+    job = h.run("faster", tmp_path / "job", [*h.TINY_ARGS, "--horovod", "false", "--epochs", "1",
+                                             "--max-iterations-per-epoch", "1"], env=env, timeout=900)
+    assert job.returncode == 0, job.explain()
+    assert "world_size=1 devices_per_rank=1" in job.stdout
+    assert iter_lines(job.stdout) == [(0, 1)]
+    assert (job.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").is_file()
+
+
+@pytest.mark.parametrize("model", ["faster", "mask"])
+def test_fpn_variant_trains_and_validates(coco, tmp_path, model):
+    job = h.run(model, tmp_path, [*h.TINY_ARGS, "--use-fpn", "true", "--epochs", "1",
+                                  "--max-iterations-per-epoch", "1"], env=h.channel_env(coco), timeout=900)
+    assert job.returncode == 0, job.explain()
+    net = f"{model}_rcnn_fpn_resnet50_v1b_coco"
+    assert f"model={net} " in job.stdout
+    assert iter_lines(job.stdout) == [(0, 1)]
+    assert re.search(r"^epoch=0 val_bbox_map=\S+", job.stdout, re.M)
+    assert (job.model_dir / f"{net}-final.params").is_file()
