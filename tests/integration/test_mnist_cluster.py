@@ -33,7 +33,8 @@ def test_two_hosts_file_mode_learns(image, mnist_data, tmp_path):
     assert metrics["val_accuracy"] >= 0.95, metrics
     assert {"model-symbol.json", "model-0000.params"} <= {p.name for p in (result.master.root / "model").iterdir()}
     # Per-epoch metric lines reach the master's log, whole (no interleaved rank tags inside a line).
-    epoch_lines = [line for line in result.master.logs.splitlines() if "val_accuracy=" in line]
+    epoch_lines = [line for line in result.master.logs.splitlines()
+                   if "train_loss=" in line and "val_accuracy=" in line]
     assert len(epoch_lines) == 3 and all(line.count("<stdout>") == 1 for line in epoch_lines), epoch_lines
 
 
