@@ -5,7 +5,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from sagemaker_mxnet_horovod.config import Paths, parse_training_config
+from sagemaker_mxnet_horovod.config import ConfigError, Paths, parse_training_config
 from sagemaker_mxnet_horovod.facts import HostFacts
 from sagemaker_mxnet_horovod.plan import PlanError, choose_interface, describe, make_plan
 
@@ -329,3 +329,25 @@ def test_fusion_off_below_driver_520(driver, fusion_off):
     if fusion_off:
         assert any("driver" in n and "< 520" in n for n in p.notes)
     assert "MXNET_USE_FUSION" not in make_plan(config(), facts, {"MXNET_USE_FUSION": "1"}).env
+
+
+def rcnn_config(hosts=("algo-1",), **hps):
+    return parse_training_config(PATHS, {"current_host": "algo-1", "hosts": list(hosts)},
+                                 {"sagemaker_program": "mask_rcnn", **hps}, {}, {})
+
+
+def test_rcnn_horovod_false_runs_one_process_without_mpi():
+    p = make_plan(rcnn_config(horovod="False"), GPU8, {}, python="python")
+    assert p.role == "single" and not p.use_mpi and p.processes_per_host == 1
+    assert "mpirun" not in p.command and p.command[-2:] == ("--horovod", "False")
+    assert any("horovod=false" in n for n in p.notes)
+    assert make_plan(rcnn_config(horovod="true"), GPU8, {}, python="python").processes_per_host == 8
+
+
+def test_rcnn_horovod_false_on_two_hosts_is_an_error():
+    with pytest.raises(PlanError, match="horovod=false runs one process on one host; this job has 2 hosts"):
+        make_plan(rcnn_config(hosts=("algo-1", "algo-2"), horovod="0"), GPU8, {})
+    with pytest.raises(PlanError, match="horovod=false runs one process without MPI"):
+        make_plan(rcnn_config(horovod="false", sagemaker_mpi_num_of_processes_per_host="2"), GPU8, {})
+    with pytest.raises(ConfigError, match="horovod='maybe' is not a boolean"):
+        make_plan(rcnn_config(horovod="maybe"), GPU8, {})

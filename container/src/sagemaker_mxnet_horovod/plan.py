@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.config import BUILTIN_PROGRAMS, ConfigError, TrainingConfig
+from sagemaker_mxnet_horovod.config import BUILTIN_PROGRAMS, ConfigError, TrainingConfig, parse_bool
 from sagemaker_mxnet_horovod.facts import HostFacts
 from sagemaker_mxnet_horovod.rank_env import SKIP_PREFIXES
 
@@ -132,6 +132,11 @@ def choose_interface(requested: str | None, facts: HostFacts) -> tuple[str | Non
     if requested:
         return fallback, f"network_interface_name {requested!r} does not exist here; using {fallback!r}"
     return fallback, None
+
+
+def program_name_of(config: TrainingConfig) -> str | None:
+    """The built-in program's name, or None for a user script."""
+    return config.settings.program if config.settings.submit_directory is None else None
 
 
 def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str) -> Program:
@@ -286,6 +291,20 @@ def make_plan(
 ) -> Plan:
     settings, resource = config.settings, config.resource
     notes = list(config.warnings)
+
+    # The R-CNN programs' `horovod=false` is the non-Horovod baseline: one process per host over all of
+    # its devices with MXNet's kvstore, so no MPI and one host only.
+    horovod_off = (program_name_of(config) in ("faster_rcnn", "mask_rcnn") and "horovod" in config.program_args
+                   and not parse_bool("horovod", config.program_args["horovod"]))
+    if horovod_off:
+        if len(resource.hosts) > 1:
+            raise PlanError(f"horovod=false runs one process on one host; this job has {len(resource.hosts)} "
+                            "hosts (use horovod=true, or instance_count=1)")
+        if settings.processes_per_host not in (None, 1) or settings.mpi_enabled:
+            raise PlanError("horovod=false runs one process without MPI: remove sagemaker_mpi_enabled and "
+                            "sagemaker_mpi_num_of_processes_per_host")
+        settings = replace(settings, processes_per_host=1, mpi_enabled=False)
+        notes.append("horovod=false: one process over all devices with MXNet's kvstore, no MPI")
 
     # Processes per host: the hyperparameter, else one per GPU, else one.
     if settings.processes_per_host is not None:
