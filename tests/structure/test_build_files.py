@@ -128,3 +128,93 @@ def test_structure_test_files_use_schema_v2(name):
     for test in config.get("commandTests", []):
         # container-structure-test substitutes $NAME in args itself, before the shell sees them.
         assert not re.search(r"\$\{?[A-Za-z_]", " ".join(test.get("args", []))), test["name"]
+
+
+# --- GPU flavor -------------------------------------------------------------------------------------
+
+# Dockerfile ARG -> distributions it pins in the GPU lock (MXNET_VERSION pins mxnet-cu110 there).
+GPU_ARG_TO_DISTS = {
+    **{arg: (dist,) for arg, dist in ARG_TO_DIST.items() if arg != "MXNET_VERSION"},
+    "MXNET_VERSION": ("mxnet-cu110",),
+    "CUDA_VERSION": ("nvidia-cuda-runtime-cu11", "nvidia-cuda-nvrtc-cu11", "nvidia-cuda-nvcc-cu11"),
+    "CUDNN_VERSION": ("nvidia-cudnn-cu11",),
+    "NCCL_VERSION": ("nvidia-nccl-cu11",),
+}
+
+
+def gpu_lock_pins() -> dict[str, str]:
+    pins = {}
+    for line in (DOCKER / "constraints-gpu.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and re.fullmatch(r"[a-z0-9-]+", name) and version, f"not name==version: {line!r}"
+            pins[name] = version
+    return pins
+
+
+def requirement_lines(name: str) -> list[str]:
+    text = (DOCKER / name).read_text()
+    return [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def stage(name: str) -> str:
+    return DOCKERFILE.split(f" AS {name}\n", 1)[1].split("\nFROM ", 1)[0]
+
+
+@pytest.mark.parametrize("arg", sorted(GPU_ARG_TO_DISTS))
+def test_gpu_lock_pins_each_top_level_arg(arg):
+    args = dockerfile_args()
+    assert arg in args, f"ARG {arg} missing from docker/Dockerfile"
+    for dist in GPU_ARG_TO_DISTS[arg]:
+        assert gpu_lock_pins().get(dist) == args[arg], f"{dist}: run `make lock-gpu` after changing an ARG"
+
+
+def test_gpu_requirements_are_the_cpu_ones_with_mxnet_cu110_plus_cuda_wheels():
+    cpu = requirement_lines("requirements-cpu.txt")
+    gpu = requirement_lines("requirements-gpu.txt")
+    assert gpu[: len(cpu)] == [line.replace("mxnet==", "mxnet-cu110==") for line in cpu]
+    extra = gpu[len(cpu) :]
+    assert extra and all(re.fullmatch(r"nvidia-[a-z-]+-cu11==\S+", line) for line in extra)
+    pins = gpu_lock_pins()
+    for line in extra:
+        name, _, version = line.partition("==")
+        if "${" not in version:
+            assert pins.get(name) == version, f"{line}: run `make lock-gpu`"
+
+
+def test_gpu_lock_has_the_cpu_stack_and_no_cpu_mxnet():
+    cpu, gpu = lock_pins(), gpu_lock_pins()
+    assert "mxnet" not in gpu and gpu["mxnet-cu110"] == cpu["mxnet"]
+    shared = {name: version for name, version in cpu.items() if name != "mxnet"}
+    assert {name: gpu.get(name) for name in shared} == shared, "the two locks disagree: re-run both"
+
+
+def test_gpu_stage_declares_the_sass_archs_and_ends_like_cpu():
+    gpu_stage = stage("gpu")
+    assert 'ENV SMMH_CUDA_ARCHS="50 60 70 80"' in gpu_stage
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in gpu_stage
+    assert 'CMD ["train"]' in gpu_stage
+    # The launcher's defaults, not ENV: only the SASS list and the container-runtime settings.
+    assert not re.search(r"^ENV\s.*\b(MXNET|HOROVOD)_", gpu_stage, re.MULTILINE)
+    assert "LD_LIBRARY_PATH" not in "\n".join(line for line in gpu_stage.splitlines() if line.startswith("ENV"))
+
+
+def test_gpu_runtime_stages_take_no_compiler_or_stub():
+    gpu_stage = stage("gpu")
+    copies = re.findall(r"^COPY --from=(\S+) (\S+)", gpu_stage, re.MULTILINE)
+    assert {source for _stage, source in copies} == {
+        "/opt/venv", "/usr/local/lib/cuda11-forwarders/", "/etc/ld.so.conf.d/sagemaker-cuda.conf"}
+    assert "apt-get install" not in gpu_stage
+
+
+def test_gpu_structure_test_file_uses_schema_v2():
+    config = yaml.safe_load((Path(__file__).parent / "gpu.yaml").read_text())
+    assert config["schemaVersion"] == "2.0.0"
+    for test in config.get("commandTests", []):
+        assert not re.search(r"\$\{?[A-Za-z_]", " ".join(test.get("args", []))), test["name"]
+
+
+def test_forwarder_generator_is_not_a_hand_written_symbol_list():
+    source = (DOCKER / "cuda-shims" / "make_forwarder.py").read_text()
+    assert "cusolverDn" not in source and "nvrtcCompileProgram" not in source
+    assert '"nm", "-D", "--with-symbol-versions"' in source
