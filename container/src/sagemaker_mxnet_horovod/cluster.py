@@ -150,7 +150,6 @@ class WorkerLink:
     host: str
     connection: Connection
     host_key: str
-    lost: bool = False
 
 
 class Master:
@@ -262,10 +261,8 @@ class Master:
                 pass
         except (OSError, ClusterError):
             pass
-        if not self.closing:
-            link.lost = True
-            if self.on_worker_lost:
-                self.on_worker_lost(link.host)
+        if not self.closing and self.on_worker_lost:
+            self.on_worker_lost(link.host)
 
     def _heartbeat(self) -> None:
         while not self.closing:
