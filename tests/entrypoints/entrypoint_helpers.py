@@ -6,13 +6,14 @@ A module of its own (not conftest) so test modules can import it by a name no ot
 import functools
 import importlib
 import os
-import re
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+from entrypoint_job import Job
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -52,78 +53,6 @@ def make_mnist(out_dir, train, test, seed=0, fmt="idx"):
                           "--seed", str(seed), "--format", fmt])
     assert code == 0
     return Path(out_dir)
-
-
-class Job:
-    """An entrypoint process; its output is collected by threads so a test can wait for a line."""
-
-    def __init__(self, proc, workdir):
-        self.proc, self.workdir, self.started = proc, Path(workdir), time.time()
-        self._out, self._err = [], []
-        self._readers = [threading.Thread(target=self._pump, args=(proc.stdout, self._out), daemon=True),
-                         threading.Thread(target=self._pump, args=(proc.stderr, self._err), daemon=True)]
-        for reader in self._readers:
-            reader.start()
-        self.returncode = None
-        self.seconds = None
-
-    @staticmethod
-    def _pump(stream, lines):
-        for line in stream:
-            lines.append(line)
-
-    @property
-    def stdout(self):
-        return "".join(self._out)
-
-    @property
-    def stderr(self):
-        return "".join(self._err)
-
-    def wait_for(self, pattern, timeout):
-        """Blocks until a stdout line matches `pattern` (regex); returns the match."""
-        deadline = time.time() + timeout
-        regex = re.compile(pattern)
-        while time.time() < deadline:
-            for line in list(self._out):
-                found = regex.search(line)
-                if found:
-                    return found
-            if self.proc.poll() is not None and not any(r.is_alive() for r in self._readers):
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no line matching {pattern!r} within {timeout} s\n{self.explain()}")
-
-    def wait(self, timeout):
-        try:
-            self.proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            for reader in self._readers:
-                reader.join(5)
-            raise AssertionError(f"timed out after {timeout} s\n{self.explain()}") from None
-        for reader in self._readers:
-            reader.join(10)
-        self.returncode = self.proc.returncode
-        self.seconds = time.time() - self.started
-        return self
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    @property
-    def model_dir(self):
-        return self.workdir / "model"
-
-    @property
-    def checkpoint_dir(self):
-        return self.workdir / "checkpoints"
-
-    def explain(self):
-        return f"exit {self.proc.poll()}\nstdout:\n{self.stdout[-4000:]}\nstderr:\n{self.stderr[-4000:]}"
 
 
 def base_env(workdir, extra=None):
