@@ -14,6 +14,7 @@ Conventions every entrypoint follows:
 """
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import threading
 EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_USAGE = 2
+DISK_FULL_BYTES = 1 << 20  # a failed save with less free than this is reported as a full disk
 EXIT_SIGTERM = 143  # 128 + SIGTERM, what a shell reports for a job stopped by SIGTERM
 
 SM_INPUT_DIR_DEFAULT = "/opt/ml/input"
@@ -370,8 +372,11 @@ def atomic_write(path, write_fn, mode="wb"):
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
+        disk_full = _disk_full_error(path, error)
         _remove_quietly(tmp)
+        if disk_full:
+            raise disk_full from error
         raise
 
 
@@ -386,9 +391,36 @@ def atomic_save(path, save_to_filename):
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
+        disk_full = _disk_full_error(path, error)
         _remove_quietly(tmp)
+        if disk_full:
+            raise disk_full from error
         raise
+
+
+def _disk_full_error(path, error):
+    """A clear OSError(ENOSPC) when a save failed on a full filesystem, else None. MXNet reports a full
+    disk as "FileStream.Write incomplete"; this says what happened and where. Checked before the partial
+    temp file is removed, while the filesystem is still as full as the write found it."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        return None if "while saving" in str(error) else _enospc(path)
+    if not isinstance(error, Exception):
+        return None
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    return _enospc(path) if stat.f_bavail * stat.f_frsize < DISK_FULL_BYTES else None
+
+
+def _enospc(path):
+    try:
+        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
+        room = f" ({stat.f_bavail * stat.f_frsize // 1024} KiB free of {stat.f_blocks * stat.f_frsize // 1024} KiB)"
+    except OSError:
+        room = ""
+    return OSError(errno.ENOSPC, f"No space left on device while saving {path}{room}")
 
 
 def atomic_write_json(path, obj):

@@ -122,6 +122,46 @@ def _writer(text):
     return save
 
 
+class _Room:
+    """os.statvfs's answer for a filesystem with `free` bytes left."""
+
+    def __init__(self, free):
+        self.f_frsize, self.f_bavail, self.f_blocks = 1024, free // 1024, 8192
+
+
+def _failing_save(filename):
+    with open(filename, "wb") as f:
+        f.write(b"partial")
+    raise RuntimeError("Check failed: fwrite(ptr, 1, size, fp_) == size: FileStream.Write incomplete")
+
+
+def test_failed_save_on_a_full_disk_says_so_and_where(tmp_path, monkeypatch):
+    # MXNet's own message for a full disk names neither the cause nor the file.
+    monkeypatch.setattr(smc.os, "statvfs", lambda _path: _Room(free=0))
+    target = tmp_path / "checkpoint.params"
+    with pytest.raises(OSError) as raised:
+        smc.atomic_save(str(target), _failing_save)
+    assert raised.value.errno == smc.errno.ENOSPC
+    assert str(raised.value).startswith(f"[Errno 28] No space left on device while saving {target}")
+    assert os.listdir(tmp_path) == []  # the partial temp file is gone
+
+
+def test_failed_save_with_room_left_keeps_its_own_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(smc.os, "statvfs", lambda _path: _Room(free=64 << 20))
+    with pytest.raises(RuntimeError, match="FileStream.Write incomplete"):
+        smc.atomic_save(str(tmp_path / "checkpoint.params"), _failing_save)
+
+
+def test_enospc_from_python_gets_the_path(tmp_path, monkeypatch):
+    monkeypatch.setattr(smc.os, "statvfs", lambda _path: _Room(free=0))
+
+    def full(_f):
+        raise OSError(smc.errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(OSError, match=r"while saving .*state\.json \(0 KiB free of 8192 KiB\)"):
+        smc.atomic_write(str(tmp_path / "state.json"), full)
+
+
 def test_checkpoints_order_prune_and_latest(tmp_path):
     manager = smc.CheckpointManager(str(tmp_path), keep=2)
     assert manager.latest() == (None, None)

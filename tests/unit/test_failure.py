@@ -66,6 +66,32 @@ def test_message_names_rank_host_code_and_error_line_first():
     assert "Traceback (most recent call last):" in rest
 
 
+SHUT_DOWN = ("mxnet.base.MXNetError: MXNetError: Horovod has been shut down. This was caused by an exception on "
+             "one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of the ranks "
+             "finished execution.")
+FIRST_EXIT_RANK_0 = [line.replace("[[41731,1],3]", "[[41731,1],0]").replace("Exit code:    2", "Exit code:    1")
+                     for line in NONZERO]
+
+
+def test_message_names_the_rank_that_failed_not_the_one_that_noticed():
+    # Rank 0 reads Horovod's shutdown before rank 1's own exit reaches mpirun: rank 1 is the cause.
+    stderr = {0: ["Traceback (most recent call last):", SHUT_DOWN],
+              2: ["Traceback (most recent call last):", "ValueError: rank 2 was asked to fail"]}
+    message = rank_failure_message(1, parse_mpirun_failure(FIRST_EXIT_RANK_0), HOSTS, stderr, FIRST_EXIT_RANK_0)
+    first, *rest = message.splitlines()
+    assert first.startswith("rank 2 on algo-2 failed: ValueError: rank 2 was asked to fail "
+                            "(then rank 0 on algo-1 exited with code 1: mxnet.base.MXNetError: MXNetError: Horovod")
+    assert len(first) < 250
+    assert rest[0] == "--- last lines of rank 2 stderr ---"
+
+
+def test_message_keeps_the_reported_rank_when_no_other_has_a_cause():
+    stderr = {0: [SHUT_DOWN], 1: ["", "  "], 2: ["--------------------------------------------------------------",
+                                                  "An MPI communication peer process has unexpectedly disconnected."]}
+    message = rank_failure_message(1, parse_mpirun_failure(FIRST_EXIT_RANK_0), HOSTS, stderr, FIRST_EXIT_RANK_0)
+    assert message.startswith("rank 0 on algo-1 exited with code 1: mxnet.base.MXNetError: MXNetError: Horovod has")
+
+
 def test_message_uses_config_host_names_not_mpirun_node_names():
     message = rank_failure_message(139, parse_mpirun_failure(SIGNALED), HOSTS, {}, SIGNALED)
     assert message.startswith("rank 1 on algo-1 was killed by SIGSEGV")

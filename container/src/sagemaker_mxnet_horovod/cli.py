@@ -123,7 +123,8 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
             failure = process_failure_message(plan.program.name, plan.current_host, result.returncode,
                                               result.rank_stderr.get(0, ()))
         if result.abort_reason:
-            failure = f"{result.abort_reason}; {failure}"
+            # The launcher's own finding is the cause; what mpirun said about it follows.
+            failure = f"{result.abort_reason}\n{failure}"
     if master:
         released = time.monotonic()
         master.finish(code, failure)

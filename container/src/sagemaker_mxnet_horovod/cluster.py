@@ -245,6 +245,13 @@ class Master:
                 self.cond.wait(remaining)
             if self.errors:
                 raise ClusterError(self.errors[0])
+        # mpirun reaches workers by name: a worker that checked in may still not resolve here (SageMaker's
+        # DNS can lag behind the containers), so wait for the names too, within the same deadline.
+        for host in sorted(self.links):
+            try:
+                resolve(host, self.deadline)
+            except ClusterError as error:
+                raise ClusterError(f"worker {host} checked in, but the master cannot resolve its name: {error}") from None
         known_hosts = "".join(f"{link.host} {link.host_key}\n" for link in self.links.values())
         (self.run_dir / "known_hosts").write_text(known_hosts)
         self.watchers = [threading.Thread(target=self._watch, args=(link,), daemon=True)

@@ -94,6 +94,13 @@ def rank_failure_message(
             how = "failed"
         lines = rank_stderr.get(rank, ())
         cause = error_line(lines)
+        root = root_cause_rank(rank, rank_stderr) if is_consequence(cause) else None
+        if root is not None:
+            # mpirun names the first rank to exit, which may only have noticed another rank's failure.
+            root_host = rank_hosts[root] if root < len(rank_hosts) else "?"
+            head = (f"rank {root} on {root_host} failed: {error_line(rank_stderr[root])} "
+                    f"(then rank {rank} on {host} {how}: {_short(cause)})")
+            return head + _tail_block(f"rank {root} stderr", rank_stderr[root])
         head = f"rank {rank} on {host} {how}" + (f": {cause}" if cause else "")
         return head + _tail_block(f"rank {rank} stderr", lines)
     # No rank named: the first rank that wrote to stderr is the best lead.
@@ -106,6 +113,28 @@ def rank_failure_message(
     cause = first_meaningful_line(mpirun_tail)
     return (f"mpirun {describe_exit(returncode)}" + (f": {cause}" if cause else "")
             + _tail_block("mpirun", mpirun_tail[-10:]))
+
+
+# Errors a rank reports because another rank failed, not a cause of their own.
+_CONSEQUENCES = ("Horovod has been shut down", "peer process has unexpectedly disconnected")
+
+
+def is_consequence(line: str | None) -> bool:
+    return bool(line) and any(text in line for text in _CONSEQUENCES)
+
+
+def root_cause_rank(reported: int, rank_stderr: Mapping[int, Sequence[str]]) -> int | None:
+    """Another rank whose last error is a cause of its own, when the reported rank's is a consequence."""
+    for rank in sorted(rank_stderr):
+        cause = error_line(rank_stderr[rank])
+        if rank != reported and cause and not is_consequence(cause):
+            return rank
+    return None
+
+
+def _short(line: str | None, limit: int = 80) -> str:
+    text = line or ""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def first_meaningful_line(lines: Sequence[str]) -> str | None:
