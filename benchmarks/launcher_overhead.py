@@ -23,25 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from local_job import JobSpec, run_job  # noqa: E402
+from toolkit_job import as_toolkit_job, make_ssh_dir  # noqa: E402
 
 CODE = ROOT / "tests" / "integration" / "code"
-
-# The toolkit expects a shared root key and sshd host keys made at build time (its DLC images bake them);
-# this image makes them per job, so give the toolkit what it expects, outside the timed part's logic.
-TOOLKIT_SETUP = r"""
-set -e
-mkdir -p /run/sagemaker-cluster /root/.ssh /run/sshd
-cp /bench-ssh/id_ed25519 /root/.ssh/id_ed25519
-cp /bench-ssh/id_ed25519 /run/sagemaker-cluster/id_ed25519
-cp /bench-ssh/id_ed25519.pub /run/sagemaker-cluster/authorized_keys
-cp /bench-ssh/id_ed25519.pub /root/.ssh/authorized_keys
-chmod 600 /root/.ssh/* /run/sagemaker-cluster/*
-ssh-keygen -q -t ed25519 -N '' -f /run/sagemaker-cluster/ssh_host_ed25519_key
-ssh-keygen -q -A
-printf 'Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n' > /root/.ssh/config
-exec python -c 'from sagemaker_training.cli.train import main; main()'
-"""
-
 
 def program_seconds(result) -> float:
     starts, ends = [], []
@@ -59,10 +43,7 @@ def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path) -> tuple[f
     hps = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code"}
     spec = JobSpec(image=image, hosts=2, hyperparameters=hps, code_dir=CODE, hostname_is_alias=True, timeout_s=900)
     if launcher == "toolkit":
-        # Typed values, as the SDK sends them: the toolkit multiplies a string count ("1" * 2 hosts = "11").
-        hps.update({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1})
-        spec.command = ("sh", "-c", TOOLKIT_SETUP)
-        spec.extra_mounts = [(str(ssh_dir), "/bench-ssh", "ro")]
+        spec = as_toolkit_job(spec, ssh_dir)
     result = run_job(spec, workdir)
     if result.exit_codes != [0, 0] or result.timed_out:
         raise RuntimeError(f"{launcher} job failed:\n" + result.describe())
@@ -75,13 +56,10 @@ def main() -> int:
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    import subprocess
 
     rows = {"this launcher": [], "toolkit": []}
     with tempfile.TemporaryDirectory() as tmp:
-        ssh_dir = Path(tmp) / "ssh"
-        ssh_dir.mkdir()
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh_dir / "id_ed25519")], check=True)
+        ssh_dir = make_ssh_dir(Path(tmp) / "ssh")
         for i in range(args.repeat):
             for name, launcher in (("this launcher", "ours"), ("toolkit", "toolkit")):
                 wall, overhead, container_overhead = run_once(args.image, launcher, Path(tmp) / f"{launcher}-{i}",

@@ -47,6 +47,8 @@ class JobResult:
     hosts: list[HostResult]
     seconds: float  # wall time from the first container's start to the last exit
     timed_out: bool = False
+    fault_at: float | None = None  # epoch seconds when `during` injected its fault (RunningJob.mark_fault)
+    during_error: str | None = None  # what went wrong inside `during`, if anything
 
     @property
     def master(self) -> HostResult:
@@ -96,6 +98,10 @@ class JobSpec:
     command: tuple = ("train",)
     hostname_is_alias: bool = False  # hostname algo-N as on SageMaker (default: random, as in SDK local mode)
     code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
+    volumes: dict = field(default_factory=dict)  # host -> [(docker volume name, container path)]
+    cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
+    config_files: dict = field(default_factory=dict)  # file name -> text replacing what prepare_host writes
+    during: object = None  # callable(RunningJob), run in a thread once the containers started (fault injection)
 
 
 def host_names(count: int) -> list:
@@ -121,6 +127,32 @@ def docker_time(text: str) -> float | None:
     return stamp.timestamp() + float(f"0.{fraction or 0}")
 
 
+def create_network(name: str, fixed_addresses: bool) -> str | None:
+    """A private bridge network. With fixed_addresses, on a /24 of our own (returns "10.A.B"), so a
+    container can be reconnected with the same address; a random one, retried if it overlaps another."""
+    if not fixed_addresses:
+        docker("network", "create", name)
+        return None
+    for _ in range(10):
+        prefix = f"10.{secrets.randbelow(56) + 200}.{secrets.randbelow(256)}"
+        if docker("network", "create", "--subnet", f"{prefix}.0/24", name, check=False).returncode == 0:
+            return prefix
+    raise RuntimeError(f"could not create network {name}: no free 10.x.y.0/24 found")
+
+
+def keep_interface_name(cid: str, address: str, gateway: str) -> None:
+    """A reconnected container gets eth1, where SageMaker hosts keep eth0 throughout: rename it back from
+    the host (root, nsenter into the container's network namespace) and restore the default route."""
+    pid = docker("inspect", "-f", "{{.State.Pid}}", cid).stdout.strip()
+    netns = ["nsenter", "-t", pid, "-n", "ip"]
+    links = subprocess.run([*netns, "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    name = next(line.split()[1] for line in links.splitlines() if f" {address}/" in line)
+    if name != "eth0":
+        for args in (["link", "set", "dev", name, "down"], ["link", "set", "dev", name, "name", "eth0"],
+                     ["link", "set", "dev", "eth0", "up"], ["route", "replace", "default", "via", gateway]):
+            subprocess.run([*netns, *args], capture_output=True, check=True)
+
+
 def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:
     config = root / "input" / "config"
     config.mkdir(parents=True, exist_ok=True)
@@ -137,6 +169,56 @@ def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:
     (config / "inputdataconfig.json").write_text(json.dumps({
         c.name: {"TrainingInputMode": c.mode, "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
         for c in spec.channels}))
+    for name, text in spec.config_files.items():
+        (config / name).write_text(text)
+
+
+class RunningJob:
+    """What a JobSpec.during callback may do to the job while it runs: wait for a log line, signal a
+    container, run a command in one, and mark the moment of its fault (the suite times exits from it)."""
+
+    def __init__(self, project: str):
+        self.project = project
+        self.containers: dict = {}
+        self.started = threading.Condition()
+        self.fault_at: float | None = None
+
+    def container(self, host: str, timeout: float) -> str:
+        with self.started:
+            if not self.started.wait_for(lambda: host in self.containers, timeout):
+                raise TimeoutError(f"container {host} did not start within {timeout:.0f} s")
+            return self.containers[host]
+
+    def wait_for_log(self, host: str, text: str, timeout: float) -> str:
+        """Follow the container's log until a line contains `text`; returns that line."""
+        deadline = time.monotonic() + timeout
+        cid = self.container(host, timeout)
+        follower = subprocess.Popen([DOCKER, "logs", "-f", cid], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, errors="replace")
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), follower.kill)
+        timer.start()
+        try:
+            for line in follower.stdout:
+                if text in line:
+                    return line
+        finally:
+            timer.cancel()
+            follower.kill()
+            follower.wait()
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{host} logged no line containing {text!r} within {timeout:.0f} s")
+        raise RuntimeError(f"{host} exited before logging a line containing {text!r}")
+
+    def mark_fault(self) -> None:
+        self.fault_at = time.time()
+
+    def signal(self, host: str, signal_name: str = "KILL") -> None:
+        cid = self.container(host, 10)
+        self.mark_fault()
+        docker("kill", "--signal", signal_name, cid)
+
+    def exec(self, host: str, *argv: str) -> subprocess.CompletedProcess:
+        return docker("exec", self.container(host, 10), *argv)
 
 
 def feed_pipes(data_dir: Path, channel: Channel, epochs: int, stop: threading.Event) -> None:
@@ -165,9 +247,11 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
     project = project or f"smj-{secrets.token_hex(3)}"
     hosts = host_names(spec.hosts)
     network = f"{project}-net"
-    docker("network", "create", network)
+    subnet = create_network(network, fixed_addresses=bool(spec.network_alias_delays))
     stop = threading.Event()
-    containers: dict = {}
+    handle = RunningJob(project)
+    containers = handle.containers
+    during_errors: list = []
     started_at = time.monotonic()
     try:
         for host in hosts:
@@ -189,9 +273,11 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 time.sleep(delay)  # the scenario under test: a host that starts late
             alias_delay = spec.network_alias_delays.get(host)
             hostname = host if spec.hostname_is_alias else secrets.token_hex(6)
-            args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", hostname,
-                    "--network", network if alias_delay is None else "none",
+            args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", hostname, "--network", network,
                     "-v", f"{root.resolve()}:/opt/ml"]
+            address = f"{subnet}.{10 + hosts.index(host)}" if subnet else None
+            if address:
+                args += ["--ip", address]
             if alias_delay is None:
                 args += ["--network-alias", host]
             for channel in spec.channels:
@@ -199,14 +285,23 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                     args += ["-v", f"{channel.source.resolve()}:/opt/ml/input/data/{channel.name}:ro"]
             for source, target, mode in spec.extra_mounts:
                 args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
+            if host in spec.cpusets:
+                args += ["--cpuset-cpus", spec.cpusets[host]]
+            for volume, target in spec.volumes.get(host, ()):
+                args += ["-v", f"{volume}:{target}"]
             for key, value in spec.env.items():
                 args += ["-e", f"{key}={value}"]
-            containers[host] = docker(*args, spec.image, *spec.command).stdout.strip()
+            cid = docker(*args, spec.image, *spec.command).stdout.strip()
+            with handle.started:
+                containers[host] = cid
+                handle.started.notify_all()
             if alias_delay is not None:
-                # The container runs but its name does not resolve for others until it joins the network.
+                # The container runs on the network, but its name resolves only after the delay (as SageMaker's
+                # DNS can lag): reconnected with the same address and, now, its alias.
                 time.sleep(alias_delay)
-                docker("network", "disconnect", "none", containers[host], check=False)
-                docker("network", "connect", "--alias", host, network, containers[host])
+                docker("network", "disconnect", network, cid, check=False)
+                docker("network", "connect", "--alias", host, "--ip", address, network, cid, check=False)
+                keep_interface_name(cid, address, f"{subnet}.1")
 
         threads = []
         for host in hosts:
@@ -218,6 +313,17 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 threads.append(t)
             else:
                 start(host)
+
+        if spec.during:
+            def during() -> None:
+                try:
+                    spec.during(handle)
+                except Exception as error:  # noqa: BLE001 - reported in the result, never lost
+                    during_errors.append(f"{type(error).__name__}: {error}")
+
+            injector = threading.Thread(target=during, daemon=True)
+            injector.start()
+            threads.append(injector)
 
         exit_times: dict = {}
         deadline = started_at + spec.timeout_s
@@ -259,7 +365,7 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                                       workdir / host, exit_times.get(host), docker_time(state[1]),
                                       None if running else docker_time(state[2])))
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
-        return JobResult(results, seconds, timed_out)
+        return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None)
     finally:
         stop.set()
         for cid in containers.values():

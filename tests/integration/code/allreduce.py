@@ -27,6 +27,9 @@ print(f"rank {rank}/{size} on {record['host']}: sum={total[0]}")
 fail_rank = os.environ.get("FAIL_RANK")
 if fail_rank is not None and int(fail_rank) == rank:
     mode = os.environ.get("FAIL_MODE", "raise")
+    # The moment of the fault, for the fault suite's "seconds from fault to exit".
+    with open(os.path.join(os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"), "fault-at"), "w") as f:
+        f.write(repr(time.time()))
     if mode == "raise":
         raise ValueError(f"rank {rank} was asked to fail")
     if mode == "segv":
@@ -37,7 +40,8 @@ if fail_rank is not None and int(fail_rank) == rank:
         os.kill(os.getpid(), signal.SIGKILL)
 # The others keep working in collectives, as real training would while a peer dies.
 for step in range(int(os.environ.get("EXTRA_STEPS", "0"))):
-    hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}")
+    # Read the result, as training reads its loss: MXNet is asynchronous and only then raises a peer's failure.
+    hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}").asnumpy()
     time.sleep(0.1)
 record["finished"] = time.time()
 with open(path + ".tmp", "w") as f:
