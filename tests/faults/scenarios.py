@@ -1,0 +1,379 @@
+"""Fault scenarios across real containers, as data: how to cause the fault, what every host must do.
+
+Each scenario builds a local_job.JobSpec (optionally with a `during` injector that kills or signals a
+container at a chosen moment) and states the expected exit code of every host, the first line of the
+master's (and, where it matters, the worker's) /opt/ml/output/failure, and how many seconds may pass from
+the fault to the last container's exit. `run_scenario` runs one under this image's launcher or under the
+sagemaker-training toolkit's MPI runner (same image) and returns an Observation for the report.
+
+The moment of the fault: the job's start for configuration faults, the injector's action for container
+faults, and the failing rank's own record (allreduce.py writes output/data/fault-at) for rank faults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from local_job import DOCKER, Channel, JobSpec, RunningJob, run_job  # noqa: E402
+from toolkit_job import as_toolkit_job  # noqa: E402
+
+CODE_DIR = ROOT / "tests" / "integration" / "code"
+OBSERVATIONS: list = []  # filled by test_faults.py, printed as the report table by conftest.py
+JOB_TIMEOUT_S = 240.0  # the harness kills a job still running after this (the toolkit waits up to an hour)
+
+# Expected exit codes: an int, or one of these.
+NONZERO = "non-zero"
+KILLED = "killed"  # the container we killed: 137
+
+
+@dataclasses.dataclass
+class Context:
+    image: str
+    workdir: Path
+    mnist: Path  # synth-data mnist output: train/ and test/
+    shards: Path  # per-rank RecordIO shards train_0, train_1
+    launcher: str = "ours"  # ours | toolkit
+    saved_checkpoint: dict = dataclasses.field(default_factory=dict)  # disk-full scenario: name -> sha256
+
+
+@dataclasses.dataclass
+class Scenario:
+    name: str
+    expected: str  # one line for the report
+    build: Callable[[Context], JobSpec]
+    exits: tuple  # per host: int, NONZERO or KILLED
+    failure: str | None = None  # regex the master's failure file's first line must match
+    worker_failure: str | None = None  # same for algo-2
+    fault: str = "start"  # start | injected | rank: where the fault time comes from
+    max_seconds: float = 60.0  # fault to last exit
+    check: Callable[[Context, object], list] | None = None  # extra checks: returns problems
+    toolkit: bool = True  # does the scenario apply to the toolkit's runner
+
+
+@dataclasses.dataclass
+class Observation:
+    scenario: str
+    launcher: str
+    expected: str
+    exits: list
+    failure: str  # master's first failure line ("" when none)
+    seconds: float | None  # fault to last exit; None when a host never exited
+    problems: list
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    @property
+    def observed(self) -> str:
+        codes = "/".join("-" if c is None else str(c) for c in self.exits)
+        return f"exit {codes}" + (f"; {self.failure}" if self.failure else "; no failure file")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Job builders.
+
+
+def allreduce_job(ctx: Context, hps=None, env=None, **spec) -> JobSpec:
+    hyperparameters = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code",
+                       "mpi_peer_timeout_s": "60", **(hps or {})}
+    return JobSpec(image=ctx.image, hosts=2, hyperparameters=hyperparameters, env=env or {}, code_dir=CODE_DIR,
+                   timeout_s=JOB_TIMEOUT_S, **spec)
+
+
+def mnist_job(ctx: Context, channels=None, hps=None, **spec) -> JobSpec:
+    data = ctx.mnist
+    if channels is None:
+        channels = [Channel("train", data / "train"), Channel("test", data / "test")]
+    hyperparameters = {"sagemaker_program": "mnist", "epochs": "1", "batch-size": "64", "mpi_peer_timeout_s": "60",
+                       "tensorboard": "false", **(hps or {})}
+    return JobSpec(image=ctx.image, hosts=2, hyperparameters=hyperparameters, channels=channels,
+                   timeout_s=JOB_TIMEOUT_S, **spec)
+
+
+def rank_fault(mode: str, rank: int = 1):
+    """Rank `rank` (on algo-2) fails after the first allreduce while the others keep training."""
+    return lambda ctx: allreduce_job(ctx, env={"FAIL_RANK": str(rank), "FAIL_MODE": mode, "EXTRA_STEPS": "600"})
+
+
+def kill_when_training(host: str, signal_name: str = "KILL"):
+    """An injector: once rank 0 has done its first allreduce (training is under way), signal `host`."""
+
+    def inject(job: RunningJob) -> None:
+        job.wait_for_log("algo-1", "rank 0/2", timeout=120)
+        job.signal(host, signal_name)
+
+    return inject
+
+
+def container_fault(host: str, signal_name: str = "KILL"):
+    return lambda ctx: allreduce_job(ctx, env={"EXTRA_STEPS": "600"}, during=kill_when_training(host, signal_name))
+
+
+def sigterm_during_mnist(hosts: tuple):
+    """SageMaker's StopTrainingJob (or a spot interruption): SIGTERM once rank 0 has logged a batch."""
+
+    def build(ctx: Context) -> JobSpec:
+        def inject(job: RunningJob) -> None:
+            job.wait_for_log("algo-1", "batch=", timeout=120)
+            job.mark_fault()
+            for host in hosts:
+                job.signal(host, "TERM")
+
+        return mnist_job(ctx, hps={"epochs": "50", "log-interval": "5"}, during=inject)
+
+    return build
+
+
+def checkpoint_saved_on_stop(ctx: Context, result) -> list:
+    names = sorted(p.name for p in (result.master.root / "checkpoints").glob("*.json"))
+    mid_epoch = [n for n in names if "-batch-" in n]
+    return [] if mid_epoch else [f"no mid-epoch checkpoint in algo-1's /opt/ml/checkpoints: {names}"]
+
+
+def worker_name_late(ctx: Context) -> JobSpec:
+    # algo-2 runs from the start, but its name resolves only 6 s later (SageMaker's DNS can lag): it checks
+    # in at once; the master must wait for the name before mpirun uses it.
+    return allreduce_job(ctx, network_alias_delays={"algo-2": 6})
+
+
+def master_starts_late(ctx: Context) -> JobSpec:
+    # The master's container starts 8 s after the worker's: until then the worker cannot resolve algo-1.
+    return allreduce_job(ctx, start_delays={"algo-1": 8})
+
+
+def never_resolves(ctx: Context) -> JobSpec:
+    return allreduce_job(ctx, hps={"mpi_peer_timeout_s": "10"}, network_alias_delays={"algo-2": 3600})
+
+
+def config_file(name: str, text: str):
+    return lambda ctx: allreduce_job(ctx, config_files={name: text})
+
+
+def corrupt_train_channel(ctx: Context) -> JobSpec:
+    corrupt = ctx.workdir / "corrupt-train"
+    shutil.copytree(ctx.mnist / "train", corrupt)
+    images = next(p for p in corrupt.iterdir() if "images" in p.name)
+    images.write_bytes(images.read_bytes()[: 16 + 28 * 28 * 10 + 5])  # the header says 6000 images: 10 are there
+    return mnist_job(ctx, channels=[Channel("train", corrupt), Channel("test", ctx.mnist / "test")])
+
+
+# Disk full while saving: algo-1's /opt/ml/checkpoints is a small tmpfs (mounted on the host, so it
+# outlives the containers) holding a finished checkpoint and filled to the last byte; the job resumes,
+# trains one more epoch and cannot save it. Needs root on the host (CI and the dev machines run as root).
+
+def checkpoint_fs(ctx: Context) -> Path:
+    return ctx.workdir / "checkpoint-fs"
+
+
+def file_digests(directory: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def disk_full_job(ctx: Context) -> JobSpec:
+    fs = checkpoint_fs(ctx)
+    fs.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(fs)], check=True, capture_output=True)
+    # Setup, not the scenario: one epoch on one host with this image's launcher writes the checkpoint.
+    first = dataclasses.replace(mnist_job(ctx), hosts=1, volumes={"algo-1": [(str(fs), "/opt/ml/checkpoints")]})
+    result = run_job(first, ctx.workdir / "epoch-1")
+    if result.exit_codes != [0] or not any(fs.glob("*.params")):
+        raise RuntimeError("the first epoch of the disk-full scenario failed:\n" + result.describe())
+    ctx.saved_checkpoint = file_digests(fs)
+    with open(fs / "filler", "wb", buffering=0) as filler:  # to the last byte: ENOSPC ends the loop
+        for block in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    filler.write(b"\0" * block)
+            except OSError:
+                pass
+    return mnist_job(ctx, hps={"epochs": "2"}, volumes={"algo-1": [(str(fs), "/opt/ml/checkpoints")]})
+
+
+def previous_checkpoint_survives(ctx: Context, result) -> list:
+    fs = checkpoint_fs(ctx)
+    try:
+        names = sorted(p.name for p in fs.iterdir())
+        now = file_digests(fs)
+    finally:
+        subprocess.run(["umount", str(fs)], capture_output=True, check=False)
+    problems = []
+    changed = [name for name, digest in ctx.saved_checkpoint.items() if now.get(name) != digest]
+    if changed:
+        problems.append(f"the previous checkpoint's files changed or vanished: {changed}")
+    leftovers = [n for n in names if n.startswith(".tmp-")]
+    if leftovers:
+        problems.append(f"temporary files left behind: {leftovers}")
+    new_states = [n for n in names if n.endswith(".json") and n not in ctx.saved_checkpoint]
+    if new_states:
+        problems.append(f"a new checkpoint claims to be complete: {new_states}")
+    return problems
+
+
+SCENARIOS = [
+    Scenario("worker container never starts", "master fails naming algo-2 within the peer timeout (10 s)",
+             lambda ctx: allreduce_job(ctx, hps={"mpi_peer_timeout_s": "10"}, skip_hosts=("algo-2",)),
+             exits=(1, None), failure=r"^cluster setup failed on master algo-1: worker\(s\) algo-2 did not check in",
+             max_seconds=30),
+    Scenario("worker killed mid-training", "master stops the job, names algo-2",
+             container_fault("algo-2"), exits=(NONZERO, KILLED), failure=r"algo-2", fault="injected"),
+    Scenario("master killed mid-training", "worker exits non-zero: lost the master",
+             container_fault("algo-1"), exits=(KILLED, NONZERO), fault="injected",
+             worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
+    Scenario("one rank raises", "both fail; failure names rank 1 on algo-2 and the exception",
+             rank_fault("raise"), exits=(1, 1), fault="rank",
+             failure=r"^rank 1 on algo-2 (exited with code 1|failed): ValueError: rank 1 was asked to fail",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: rank 1 on algo-2"),
+    Scenario("one rank exits 0 early", "both fail: a rank left while the others still needed it",
+             rank_fault("exit0"), exits=(NONZERO, NONZERO), fault="rank", failure=r"^rank 0 on algo-1 .*shut down"),
+    Scenario("one rank segfaults", "both fail; failure names rank 1 and SIGSEGV",
+             rank_fault("segv"), exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^rank 1 on algo-2 .*(SIGSEGV|signal 11|[Ss]egmentation)"),
+    Scenario("rank SIGKILLed (OOM-style)", "both fail; failure names rank 1 and SIGKILL",
+             rank_fault("sigkill"), exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^rank 1 on algo-2 .*(SIGKILL|signal 9)"),
+    Scenario("SIGTERM to the master", "job stops, checkpoint saved, both exit 143",
+             sigterm_during_mnist(("algo-1",)), exits=(143, 143), fault="injected", max_seconds=120,
+             failure=r"^stopped by SIGTERM", check=checkpoint_saved_on_stop),
+    Scenario("SIGTERM to every host", "as StopTrainingJob: checkpoint saved, both exit 143",
+             sigterm_during_mnist(("algo-1", "algo-2")), exits=(143, 143), fault="injected", max_seconds=120,
+             failure=r"^stopped by SIGTERM", check=checkpoint_saved_on_stop),
+    Scenario("worker's hostname resolves late", "success: algo-2 resolves 6 s late, within the peer timeout",
+             worker_name_late, exits=(0, 0), max_seconds=90),
+    Scenario("master starts late", "success: the worker waits for algo-1 to resolve and listen",
+             master_starts_late, exits=(0, 0), max_seconds=90),
+    Scenario("hostname never resolves", "both fail within the peer timeout (10 s), naming algo-2",
+             never_resolves, exits=(1, 1),
+             failure=r"^cluster setup failed on master algo-1: worker algo-2 checked in, but the master cannot "
+                     r"resolve its name",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: cluster setup failed", max_seconds=30),
+    Scenario("malformed hyperparameters.json", "both exit 2 naming the file",
+             config_file("hyperparameters.json", '{"sagemaker_program": "allreduce.py",'), exits=(2, 2),
+             failure=r"^invalid job configuration: /opt/ml/input/config/hyperparameters.json is not valid JSON",
+             max_seconds=20),
+    Scenario("wrong type for a launcher setting", "both exit 2 naming key and value",
+             lambda ctx: allreduce_job(ctx, hps={"sagemaker_mpi_enabled": "maybe"}), exits=(2, 2),
+             failure=r"^invalid job configuration: hyperparameter sagemaker_mpi_enabled='maybe' is not a boolean",
+             max_seconds=20),
+    Scenario("wrong type for a program argument", "both fail naming --epochs",
+             lambda ctx: mnist_job(ctx, hps={"epochs": "ten"}), exits=(2, 2),
+             failure=r"epochs.*'ten'", max_seconds=45),
+    Scenario("unknown program", "both exit 2 naming the program",
+             lambda ctx: allreduce_job(ctx, hps={"sagemaker_program": "resnet", "sagemaker_submit_directory": ""}),
+             exits=(2, 2), failure=r"^invalid job configuration: .*'resnet'", max_seconds=20),
+    Scenario("missing channel", "both fail naming the train channel",
+             lambda ctx: mnist_job(ctx, channels=[Channel("test", ctx.mnist / "test")]), exits=(2, 2),
+             failure=r"train", max_seconds=45),
+    Scenario("corrupt data file", "both fail naming the file",
+             corrupt_train_channel, exits=(2, 2), failure=r"images", max_seconds=45),
+    Scenario("disk full while saving a checkpoint", "both fail naming the full disk and file; the previous checkpoint intact",
+             disk_full_job, exits=(NONZERO, NONZERO), max_seconds=120,
+             failure=r"^rank 0 on algo-1 exited with code 1: .*No space left on device while saving /opt/ml/checkpoints/",
+             check=previous_checkpoint_survives),
+    Scenario("Pipe mode with too few channels", "both exit 2 before training",
+             lambda ctx: mnist_job(ctx, channels=[Channel("train_0", ctx.shards / "train_0", "Pipe"),
+                                                  Channel("test", ctx.mnist / "test")]),
+             exits=(2, 2), failure=r"Pipe mode needs one channel per rank", max_seconds=45),
+]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Running and judging.
+
+
+def first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+
+
+def fault_time(scenario: Scenario, result) -> float | None:
+    if scenario.fault == "injected":
+        return result.fault_at
+    if scenario.fault == "rank":
+        marks = [float(p.read_text()) for h in result.hosts for p in (h.root / "output" / "data").glob("fault-at")]
+        return min(marks) if marks else None
+    starts = [h.started_at for h in result.hosts if h.started_at]
+    return min(starts) if starts else None
+
+
+def judge(scenario: Scenario, ctx: Context, result) -> Observation:
+    problems = []
+    if result.during_error:
+        problems.append(f"fault injection failed: {result.during_error}")
+    for host, expected in zip(result.hosts, scenario.exits, strict=True):
+        code = host.exit_code
+        if expected is None:
+            continue  # the host never ran
+        if code is None:
+            problems.append(f"{host.name} still running after {JOB_TIMEOUT_S:.0f} s")
+        elif expected == NONZERO and code == 0:
+            problems.append(f"{host.name} exited 0 (expected non-zero)")
+        elif expected == KILLED and code != 137:
+            problems.append(f"{host.name} exited {code} (expected 137, killed)")
+        elif isinstance(expected, int) and code != expected:
+            problems.append(f"{host.name} exited {code} (expected {expected})")
+    master_line = first_line(result.master.failure)
+    if scenario.failure and not re.search(scenario.failure, master_line):
+        problems.append(f"master failure line {master_line!r} does not match {scenario.failure!r}")
+    if scenario.worker_failure:
+        worker_line = first_line(result.hosts[1].failure)
+        if not re.search(scenario.worker_failure, worker_line):
+            problems.append(f"worker failure line {worker_line!r} does not match {scenario.worker_failure!r}")
+    if scenario.exits == (0, 0) and any(h.failure for h in result.hosts):
+        problems.append("a failure file was written by a successful job")
+    started = fault_time(scenario, result)
+    ends = [h.finished_at for h in result.hosts if h.finished_at]
+    seconds = None
+    if started is None:
+        problems.append("the fault's time is unknown (the fault never happened?)")
+    elif ends and all(h.exit_code is not None for h, e in zip(result.hosts, scenario.exits, strict=True)
+                      if e is not None):
+        seconds = max(ends) - started
+        if seconds > scenario.max_seconds:
+            problems.append(f"{seconds:.1f} s from fault to exit (limit {scenario.max_seconds:.0f} s)")
+    if scenario.check:
+        problems += scenario.check(ctx, result)
+    return Observation(scenario.name, ctx.launcher, scenario.expected, result.exit_codes, master_line, seconds,
+                       problems)
+
+
+def run_scenario(scenario: Scenario, ctx: Context, ssh_dir: Path | None = None) -> tuple[Observation, object]:
+    spec = scenario.build(ctx)
+    if ctx.launcher == "toolkit":
+        spec = as_toolkit_job(spec, ssh_dir)
+    result = run_job(spec, ctx.workdir / "job")
+    return judge(scenario, ctx, result), result
+
+
+def make_mnist_data(image: str, root: Path) -> tuple[Path, Path]:
+    """Small synthetic MNIST from the image's own data tool, and 2 per-rank RecordIO shards."""
+    script = ("synth-data mnist /data/mnist --train 2000 --test 500 && "
+              "synth-data shard /data/mnist/train /data/shards --shards 2 --format recordio")
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "sh", image, "-c", script],
+                   check=True, capture_output=True)
+    return root / "mnist", root / "shards"
+
+
+def format_report(observations: list, title: str) -> str:
+    rows = [("scenario", "expected", "observed", "s to exit", "result")]
+    for o in observations:
+        observed = o.observed if len(o.observed) <= 90 else o.observed[:87] + "..."
+        rows.append((o.scenario, o.expected, observed, "-" if o.seconds is None else f"{o.seconds:.1f}",
+                     "pass" if o.passed else "FAIL"))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [title]
+    for i, row in enumerate(rows):
+        lines.append("| " + " | ".join(cell.ljust(widths[j]) for j, cell in enumerate(row)) + " |")
+        if i == 0:
+            lines.append("| " + " | ".join("-" * w for w in widths) + " |")
+    return "\n".join(lines)
+
