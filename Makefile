@@ -32,6 +32,18 @@ PIP_INDEX_URL ?=
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Build cache from earlier pushed images (CodeBuild, see buildspec.yml): CACHE_FROM="REF ..." adds
+# --cache-from REF for each; BUILDKIT_INLINE_CACHE=1 stores the cache metadata in the image itself, so that
+# once pushed it can serve as the next build's cache.
+CACHE_FROM ?=
+BUILDKIT_INLINE_CACHE ?=
+# structure-test and structure-test-gpu write JUnit XML here (structure-<image>.xml) when it is set.
+STRUCTURE_REPORT_DIR ?=
+# make push / make pull-cache (scripts/push.sh): the ECR repository, the flavors, DRY_RUN=1 prints only.
+# Account and region come from AWS_ACCOUNT_ID and AWS_REGION, else from the AWS CLI.
+ECR_REPO ?= $(IMAGE_REPO)
+FLAVORS ?= cpu gpu
+DRY_RUN ?=
 
 DOCKERFILE := docker/Dockerfile
 CPU_TAG := $(IMAGE_REPO):cpu
@@ -42,16 +54,25 @@ GPU_STUB_TEST_TAG := $(IMAGE_REPO)-test:gpu-stub-driver
 # `make size` fails if the GPU image is larger (MiB; the AWS DLC MXNet GPU image is 7159 MiB).
 GPU_SIZE_LIMIT_MIB ?= 3500
 VCS_REF := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LINT_DIRS := $(wildcard container entrypoints tests docker)
+LINT_DIRS := $(wildcard container entrypoints examples tests docker)
 
 comma := ,
 build_args = --build-arg BASE_IMAGE=$(BASE_IMAGE) \
   $(if $(PIP_INDEX_URL),--build-arg PIP_INDEX_URL=$(PIP_INDEX_URL)) \
   $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE))
 pip_net_args = $(if $(CA_BUNDLE),--cert $(CA_BUNDLE)) $(if $(PIP_INDEX_URL),--index-url $(PIP_INDEX_URL))
+cache_args = $(foreach ref,$(CACHE_FROM),--cache-from $(ref)) \
+  $(if $(filter 1,$(BUILDKIT_INLINE_CACHE)),--build-arg BUILDKIT_INLINE_CACHE=1)
+# $(call structure_test,REPORT_NAME,IMAGE,--config ...). With a report, container-structure-test writes only
+# the report, so junit_summary.py puts the counts and failures into the log; the exit status stays the test's.
+structure_test = $(if $(STRUCTURE_REPORT_DIR),mkdir -p $(STRUCTURE_REPORT_DIR); status=0; \
+  $(VENV)/bin/container-structure-test test --image $(2) $(3) \
+    --output junit --test-report $(STRUCTURE_REPORT_DIR)/structure-$(1).xml || status=$$?; \
+  $(PY) scripts/junit_summary.py $(STRUCTURE_REPORT_DIR)/structure-$(1).xml; exit $$status, \
+  $(VENV)/bin/container-structure-test test --image $(2) $(3))
 
 .PHONY: help build build-gpu base-image lock lock-gpu structure-test structure-test-gpu lint size clean tools \
-  test check-ca image-tests demo
+  test check-ca image-tests demo push pull-cache fault-tests fault-report
 
 help: ## List the targets (default)
 	@echo "usage: make TARGET [IMAGE_REPO=...] [BASE_IMAGE=...] [CA_BUNDLE=FILE] [PIP_INDEX_URL=URL]"
@@ -60,11 +81,11 @@ help: ## List the targets (default)
 
 build: check-ca base-image ## Build the CPU image $(IMAGE_REPO):cpu
 	$(DOCKER) build -f $(DOCKERFILE) --target cpu -t $(CPU_TAG) \
-	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
+	  $(build_args) $(cache_args) --build-arg VCS_REF=$(VCS_REF) .
 
 build-gpu: check-ca base-image ## Build the GPU image $(IMAGE_REPO):gpu (CUDA 11.8, cuDNN 8, NCCL; no GPU needed)
 	$(DOCKER) build -f $(DOCKERFILE) --target gpu -t $(GPU_TAG) \
-	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
+	  $(build_args) $(cache_args) --build-arg VCS_REF=$(VCS_REF) .
 
 base-image: ## Make sure BASE_IMAGE is local: use it, else pull it, else debootstrap it (Debian)
 	@if $(DOCKER) image inspect "$(BASE_IMAGE)" >/dev/null 2>&1; then \
@@ -96,18 +117,17 @@ lock-gpu: check-ca base-image ## Re-resolve docker/constraints-gpu.txt from the 
 structure-test: tools ## Run tests/structure/{common,cpu}.yaml against $(IMAGE_REPO):cpu
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test: no image $(CPU_TAG); run make build first" >&2; exit 1; }
-	$(VENV)/bin/container-structure-test test --image $(CPU_TAG) \
-	  --config tests/structure/common.yaml --config tests/structure/cpu.yaml
+	$(call structure_test,cpu,$(CPU_TAG),--config tests/structure/common.yaml --config tests/structure/cpu.yaml)
 
 # gpu.yaml runs on the image itself. common.yaml imports mxnet, which needs libcuda.so.1: it runs on
 # the image plus a stub of it (Dockerfile target gpu-stub-driver-test, built from the cache).
 structure-test-gpu: tools ## Run tests/structure/gpu.yaml on $(IMAGE_REPO):gpu, common.yaml on it + a libcuda stub
 	@$(DOCKER) image inspect $(GPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test-gpu: no image $(GPU_TAG); run make build-gpu first" >&2; exit 1; }
-	$(VENV)/bin/container-structure-test test --image $(GPU_TAG) --config tests/structure/gpu.yaml
+	$(call structure_test,gpu,$(GPU_TAG),--config tests/structure/gpu.yaml)
 	$(DOCKER) build -f $(DOCKERFILE) --target gpu-stub-driver-test -t $(GPU_STUB_TEST_TAG) \
 	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
-	$(VENV)/bin/container-structure-test test --image $(GPU_STUB_TEST_TAG) --config tests/structure/common.yaml
+	$(call structure_test,gpu-stub-driver,$(GPU_STUB_TEST_TAG),--config tests/structure/common.yaml)
 
 lint: tools ## ruff on the Python code, hadolint on the Dockerfile
 	@status=0; \
@@ -142,11 +162,26 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
 	touch $@
 
-test: tools lint build structure-test build-gpu structure-test-gpu size image-tests ## everything CI runs: lint, both images and their structure tests, then all tests
-	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration
+test: tools lint build structure-test build-gpu structure-test-gpu size image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
+	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration \
+	  tests/faults
 
 demo: build ## The main job: a 2-host MNIST training on two local containers of the CPU image
 	DOCKER=$(DOCKER) $(PYTHON) scripts/demo.py --image $(CPU_TAG)
+
+# AWS_ACCOUNT_ID, AWS_REGION and AWS_PROFILE reach scripts/push.sh from the environment or the command line.
+push_env = DOCKER="$(DOCKER)" IMAGE_REPO="$(IMAGE_REPO)" ECR_REPO="$(ECR_REPO)" FLAVORS="$(FLAVORS)" DRY_RUN="$(DRY_RUN)"
+push: ## Push $(IMAGE_REPO):FLAVOR to ECR as FLAVOR and FLAVOR-<git sha> (FLAVORS, ECR_REPO; DRY_RUN=1 prints only)
+	$(push_env) scripts/push.sh push
+
+pull-cache: ## Log in to ECR and pull the last pushed FLAVORS, as build cache (none pushed yet is fine)
+	$(push_env) scripts/push.sh pull-cache
+
+fault-tests: ## The fault-injection suite alone (tests/faults, part of make test): scenarios, exits, a report table
+	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/faults
+
+fault-report: ## The fault scenarios under this launcher and the sagemaker-training toolkit's, side by side (slow)
+	DOCKER=$(DOCKER) $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
 
 CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
 image-tests: ## Run tests/entrypoints and tests/rcnn inside the CPU image (its MXNet, Horovod, mpirun)
@@ -156,6 +191,23 @@ image-tests: ## Run tests/entrypoints and tests/rcnn inside the CPU image (its M
 	  $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE)) tests/image
 	$(DOCKER) run --rm -v $(CURDIR):/src:ro -w /src -e TESTS_MUST_NOT_SKIP=1 $(CPU_TEST_TAG) \
 	  python -m pytest -p no:cacheprovider tests/entrypoints $(wildcard tests/rcnn)
+
+# SageMaker Python SDK v2 and v3, each in its own venv (pinned in tests/sdk/requirements-v*.txt; a changed
+# file rebuilds its venv). Cold, 2 cores: about 40 s for v2, 2 min for v3 (it pulls in mlflow, pandas, pyarrow).
+SDK_VENVS ?= .cache
+.PHONY: sdk-tests
+$(SDK_VENVS)/sdk-%/.installed: tests/sdk/requirements-%.txt | check-ca
+	rm -rf $(@D)
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r $<
+	touch $@
+
+sdk-tests: tools $(SDK_VENVS)/sdk-v2/.installed $(SDK_VENVS)/sdk-v3/.installed ## SDK local mode through the real SageMaker SDK v2 and v3: 2-host MNIST on $(IMAGE_REPO):cpu
+	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
+	  || { echo "sdk-tests: no image $(CPU_TAG); run make build first" >&2; exit 1; }
+	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) TESTS_MUST_NOT_SKIP=1 \
+	  SDK_V2_PYTHON=$(abspath $(SDK_VENVS))/sdk-v2/bin/python SDK_V3_PYTHON=$(abspath $(SDK_VENVS))/sdk-v3/bin/python \
+	  $(PY) -m pytest -p no:cacheprovider tests/sdk
 
 check-ca:
 	@if [ -n "$(CA_BUNDLE)" ] && [ ! -f "$(CA_BUNDLE)" ]; then \
