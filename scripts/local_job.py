@@ -91,6 +91,7 @@ class JobSpec:
     interface_name: str = "eth0"  # what resourceconfig.json claims; SDK v3 local mode writes "ethwe"
     start_delays: dict = field(default_factory=dict)  # host -> seconds before its container starts
     network_alias_delays: dict = field(default_factory=dict)  # host -> seconds before its name resolves
+    keep_eth0: bool = True  # after such a delay, rename the reconnected interface back to eth0
     skip_hosts: tuple = ()  # hosts whose containers never start
     timeout_s: float = 600.0
     pipe_epochs: int = 1
@@ -301,7 +302,8 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 time.sleep(alias_delay)
                 docker("network", "disconnect", network, cid, check=False)
                 docker("network", "connect", "--alias", host, "--ip", address, network, cid, check=False)
-                keep_interface_name(cid, address, f"{subnet}.1")
+                if spec.keep_eth0:
+                    keep_interface_name(cid, address, f"{subnet}.1")
 
         threads = []
         for host in hosts:

@@ -156,6 +156,13 @@ def never_resolves(ctx: Context) -> JobSpec:
     return allreduce_job(ctx, hps={"mpi_peer_timeout_s": "10"}, network_alias_delays={"algo-2": 3600})
 
 
+def daemon_fails_on_worker(ctx: Context) -> JobSpec:
+    # algo-2's cluster interface is renamed eth1 (reconnected, not renamed back) after it checked in: mpirun's
+    # daemon there finds no eth0, dies, and mpirun waits for it forever. The launcher's own watch ends it.
+    return allreduce_job(ctx, hps={"mpi_peer_timeout_s": "15"}, network_alias_delays={"algo-2": 1},
+                         keep_eth0=False)
+
+
 def config_file(name: str, text: str):
     return lambda ctx: allreduce_job(ctx, config_files={name: text})
 
@@ -257,6 +264,9 @@ SCENARIOS = [
              failure=r"^cluster setup failed on master algo-1: worker algo-2 checked in, but the master cannot "
                      r"resolve its name",
              worker_failure=r"^worker algo-2: the job failed on algo-1: cluster setup failed", max_seconds=30),
+    Scenario("MPI daemon dies silently on a worker", "master stops mpirun within the peer timeout (15 s)",
+             daemon_fails_on_worker, exits=(NONZERO, NONZERO), max_seconds=45,
+             failure=r"^mpirun started no MPI daemon on algo-2 within 15 s", toolkit=False),
     Scenario("malformed hyperparameters.json", "both exit 2 naming the file",
              config_file("hyperparameters.json", '{"sagemaker_program": "allreduce.py",'), exits=(2, 2),
              failure=r"^invalid job configuration: /opt/ml/input/config/hyperparameters.json is not valid JSON",

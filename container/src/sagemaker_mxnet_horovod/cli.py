@@ -106,6 +106,14 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
             f"worker {host} went away during the job (container stopped or crashed)")
     started = time.monotonic()
     job.start()
+    if master:
+        def watch_launch() -> None:
+            missing = master.wait_launched(started + plan.peer_timeout_s)
+            if missing:
+                job.abort(f"mpirun started no MPI daemon on {', '.join(missing)} within {plan.peer_timeout_s:g} s "
+                          "(mpi_peer_timeout_s): ssh or orted failed there without mpirun noticing")
+
+        threading.Thread(target=watch_launch, daemon=True).start()
     result = job.wait()
     log(f"job {describe_exit(result.returncode)} after {time.monotonic() - started:.1f} s")
 

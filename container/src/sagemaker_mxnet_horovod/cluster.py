@@ -5,6 +5,7 @@ Protocol (JSON lines over TCP, worker connects to the master's handshake port):
   master -> {"type": "key", "authorized_key": "ssh-ed25519 ..."}        (or {"type": "reject", "message"})
   worker -> {"type": "ready", "host_key": "ssh-ed25519 ..."}             (or {"type": "error", "message"})
   master -> {"type": "heartbeat"} every HEARTBEAT_S while the job runs
+  worker -> {"type": "launched"} once mpirun's daemon (orted) runs on the worker
   master -> {"type": "done", "exit_code": N, "failure": "..."}
   worker -> {"type": "bye"}
 The per-job key never leaves the job: the master generates it, gives each worker the public half, and pins
@@ -157,6 +158,7 @@ class Master:
         self.expected = set(workers)
         self.port, self.bind_address, self.run_dir, self.deadline = port, bind_address, run_dir, deadline
         self.links: dict[str, WorkerLink] = {}
+        self.launched: set[str] = set()  # workers where mpirun's daemon is running
         self.errors: list[str] = []
         self.cond = threading.Condition()
         self.server: socket.socket | None = None
@@ -264,8 +266,11 @@ class Master:
     def _watch(self, link: WorkerLink) -> None:
         """A worker's connection closing before `done` means the worker is gone."""
         try:
-            while link.connection.receive(None) is not None:
-                pass
+            while (message := link.connection.receive(None)) is not None:
+                if message.get("type") == "launched":
+                    with self.cond:
+                        self.launched.add(link.host)
+                        self.cond.notify_all()
         except (OSError, ClusterError):
             pass
         if not self.closing and self.on_worker_lost:
@@ -280,6 +285,18 @@ class Master:
                     pass
             with self.cond:
                 self.cond.wait(HEARTBEAT_S)
+
+    def wait_launched(self, deadline: float) -> list[str]:
+        """Wait until mpirun's daemon runs on every worker; returns the workers still without one at the
+        deadline (none once the job has finished). mpirun itself waits forever for a daemon that died
+        without ssh reporting an error."""
+        with self.cond:
+            while not self.closing and self.launched != set(self.links):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return sorted(set(self.links) - self.launched)
+                self.cond.wait(remaining)
+        return []
 
     def broadcast_stop(self, signum: int) -> None:
         """Ask every worker to pass a stop signal to its ranks (when only the master was signalled)."""
@@ -366,9 +383,18 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
             connection.send({"type": "error", "message": f"sshd on {current_host} did not start: {error}"})
             raise
         connection.send({"type": "ready", "host_key": host_key})
+        from sagemaker_mxnet_horovod.supervise import mpi_daemon_running, signal_local_ranks
+
         last_heard = time.monotonic()
         stop_deadline = None
+        launched = False
         while True:
+            if not launched and mpi_daemon_running():
+                try:
+                    connection.send({"type": "launched"})
+                except OSError:
+                    pass  # the master is gone: the next receive says so
+                launched = True
             if stop_requested.is_set() and stop_deadline is None:
                 # SageMaker stops every host at once; the master forwards the stop to the ranks and reports.
                 stop_deadline = time.monotonic() + 100.0
@@ -392,8 +418,6 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
             if kind == "reject":
                 raise ClusterError(f"the master {master} rejected this worker: {message.get('message')}")
             if kind == "stop":
-                from sagemaker_mxnet_horovod.supervise import signal_local_ranks
-
                 signal_local_ranks(int(message.get("signal", 15)))
             now = time.monotonic()
             if kind == "heartbeat":

@@ -156,10 +156,9 @@ def forward_stop_signals(job: Job, on_stop=None) -> None:
 _DAEMONS = {"mpirun", "orterun", "orted", "prterun", "prted"}
 
 
-def local_rank_pids() -> list[int]:
-    """The MPI ranks on this host: the children of the Open MPI daemon (mpirun on the master, orted on
-    workers, where sshd started it, not the launcher)."""
-    parents: dict[int, tuple[str, int]] = {}
+def _processes() -> dict[int, tuple[str, int]]:
+    """pid -> (comm, ppid) of every process in this container."""
+    processes: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -171,7 +170,18 @@ def local_rank_pids() -> list[int]:
         # comm is in parentheses and may contain spaces; ppid is the second field after it.
         comm = stat[stat.index("(") + 1: stat.rindex(")")]
         ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        parents[int(entry)] = (comm, ppid)
+        processes[int(entry)] = (comm, ppid)
+    return processes
+
+
+def mpi_daemon_running() -> bool:
+    return any(comm in _DAEMONS for comm, _ in _processes().values())
+
+
+def local_rank_pids() -> list[int]:
+    """The MPI ranks on this host: the children of the Open MPI daemon (mpirun on the master, orted on
+    workers, where sshd started it, not the launcher)."""
+    parents = _processes()
     daemons = {pid for pid, (comm, _) in parents.items() if comm in _DAEMONS}
     return [pid for pid, (_, ppid) in parents.items() if ppid in daemons]
 
