@@ -305,16 +305,21 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 if spec.keep_eth0:
                     keep_interface_name(cid, address, f"{subnet}.1")
 
+        # All hosts at once, as SageMaker starts them (one after another, the last would start ~0.3 s late).
+        start_errors: list = []
+
+        def start_host(host: str) -> None:
+            try:
+                start(host)
+            except Exception as error:  # noqa: BLE001 - reported by the wait loop below
+                start_errors.append(f"{host}: {error}")
+
         threads = []
         for host in hosts:
-            if host in spec.skip_hosts:
-                continue
-            if spec.start_delays.get(host) or spec.network_alias_delays.get(host) is not None:
-                t = threading.Thread(target=start, args=(host,), daemon=True)
+            if host not in spec.skip_hosts:
+                t = threading.Thread(target=start_host, args=(host,), daemon=True)
                 t.start()
                 threads.append(t)
-            else:
-                start(host)
 
         if spec.during:
             def during() -> None:
@@ -332,8 +337,8 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
         timed_out = False
         pending = [h for h in hosts if h not in spec.skip_hosts]
         while pending:
-            for t in threads:
-                t.join(0)
+            if start_errors:
+                raise RuntimeError(f"a container did not start: {start_errors[0]}")
             for host in list(pending):
                 cid = containers.get(host)
                 if not cid:
