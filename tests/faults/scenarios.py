@@ -352,8 +352,9 @@ def judge(scenario: Scenario, ctx: Context, result) -> Observation:
             problems.append(f"{seconds:.1f} s from fault to exit (limit {scenario.max_seconds:.0f} s)")
     if scenario.check:
         problems += scenario.check(ctx, result)
-    return Observation(scenario.name, ctx.launcher, scenario.expected, result.exit_codes, master_line, seconds,
-                       problems)
+    # The master's cause; when the master itself was the casualty, the worker's.
+    shown = master_line or (f"algo-2: {first_line(result.hosts[1].failure)}" if result.hosts[1].failure else "")
+    return Observation(scenario.name, ctx.launcher, scenario.expected, result.exit_codes, shown, seconds, problems)
 
 
 def run_scenario(scenario: Scenario, ctx: Context, ssh_dir: Path | None = None) -> tuple[Observation, object]:
