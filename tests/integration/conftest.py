@@ -5,14 +5,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from local_job import JobSpec, run_job  # noqa: E402
-
-CODE_DIR = Path(__file__).resolve().parent / "code"
-DOCKER = os.environ.get("DOCKER", "docker")
+from cluster_jobs import DOCKER  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -22,12 +17,3 @@ def image():
     if found.returncode != 0:
         pytest.fail(f"image {name} not found: run `make build` first (or set IMAGE)")
     return name
-
-
-def run(image, workdir, hosts=2, hps=None, env=None, **spec):
-    """A job of the allreduce test program (tests/integration/code) on `hosts` containers."""
-    hyperparameters = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code",
-                       "mpi_peer_timeout_s": "60", **(hps or {})}
-    job = JobSpec(image=image, hosts=hosts, hyperparameters=hyperparameters, env=env or {}, code_dir=CODE_DIR,
-                  timeout_s=spec.pop("timeout_s", 180), **spec)
-    return run_job(job, workdir)

@@ -4,7 +4,7 @@ private network, random container hostnames (as in SDK local mode), `docker run 
 import json
 import re
 
-from conftest import run
+from cluster_jobs import run
 
 
 def rank_records(result):

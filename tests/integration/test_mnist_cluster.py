@@ -4,7 +4,7 @@ import json
 import subprocess
 
 import pytest
-from conftest import DOCKER
+from cluster_jobs import DOCKER
 from local_job import Channel, JobSpec, run_job
 
 

@@ -3,7 +3,7 @@
 import subprocess
 
 import pytest
-from conftest import DOCKER
+from cluster_jobs import DOCKER
 from local_job import Channel, JobSpec, run_job
 
 # Smallest settings that still run the whole model (see tests/rcnn/rcnn_helpers.py).

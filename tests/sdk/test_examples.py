@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import GENERATIONS, ROOT, example_module
+from sdk_support import GENERATIONS, ROOT, example_module
 
 
 def run_example_script(generation: str, *args: str) -> subprocess.CompletedProcess:

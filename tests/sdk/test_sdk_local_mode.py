@@ -16,7 +16,7 @@ import re
 import tarfile
 
 import pytest
-from conftest import example_module
+from sdk_support import example_module
 
 EPOCHS = 2
 MODEL_FILES = {"model-symbol.json", "model-0000.params", "metrics.json"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import EXAMPLES, GENERATIONS, offline_environment, sdk_python
+from sdk_support import EXAMPLES, GENERATIONS, offline_environment, sdk_python
 
 REMOTE_ARGS = ["--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/sagemaker-mxnet-horovod:cpu",
                "--role", "arn:aws:iam::123456789012:role/SageMakerRole", "--instance-count", "2",

@@ -1,0 +1,25 @@
+"""Shared by the multi-container tests: run a job of the image across local containers.
+
+A uniquely named module, not conftest: tests/faults and tests/sdk have conftests of their own, and
+`from conftest import` would pick whichever pytest loaded last when they run in one session."""
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from local_job import JobSpec, run_job  # noqa: E402
+
+CODE_DIR = Path(__file__).resolve().parent / "code"
+DOCKER = os.environ.get("DOCKER", "docker")
+
+
+def run(image, workdir, hosts=2, hps=None, env=None, **spec):
+    """A job of the allreduce test program (tests/integration/code) on `hosts` containers."""
+    hyperparameters = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code",
+                       "mpi_peer_timeout_s": "60", **(hps or {})}
+    job = JobSpec(image=image, hosts=hosts, hyperparameters=hyperparameters, env=env or {}, code_dir=CODE_DIR,
+                  timeout_s=spec.pop("timeout_s", 180), **spec)
+    return run_job(job, workdir)
