@@ -103,7 +103,9 @@ def mnist_job(ctx: Context, channels=None, hps=None, **spec) -> JobSpec:
 
 def rank_fault(mode: str, rank: int = 1):
     """Rank `rank` (on algo-2) fails after the first allreduce while the others keep training."""
-    return lambda ctx: allreduce_job(ctx, env={"FAIL_RANK": str(rank), "FAIL_MODE": mode, "EXTRA_STEPS": "600"})
+    # As hyperparameters, not environment: the toolkit's mpirun does not pass the job's environment to ranks on
+    # other hosts, so only arguments reach rank 1 under both launchers.
+    return lambda ctx: allreduce_job(ctx, hps={"fail-rank": str(rank), "fail-mode": mode, "extra-steps": "600"})
 
 
 def kill_when_training(host: str, signal_name: str = "KILL"):
@@ -117,7 +119,7 @@ def kill_when_training(host: str, signal_name: str = "KILL"):
 
 
 def container_fault(host: str, signal_name: str = "KILL"):
-    return lambda ctx: allreduce_job(ctx, env={"EXTRA_STEPS": "600"}, during=kill_when_training(host, signal_name))
+    return lambda ctx: allreduce_job(ctx, hps={"extra-steps": "600"}, during=kill_when_training(host, signal_name))
 
 
 def sigterm_during_mnist(hosts: tuple):

@@ -12,6 +12,15 @@ import sys  # noqa: E402
 import horovod.mxnet as hvd  # noqa: E402
 import mxnet as mx  # noqa: E402
 
+
+def option(name, default=None):
+    """--name VALUE (a hyperparameter: every launcher passes those to every rank), else env NAME."""
+    flag = "--" + name
+    if flag in sys.argv[:-1]:
+        return sys.argv[sys.argv.index(flag) + 1]
+    return os.environ.get(name.upper().replace("-", "_"), default)
+
+
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
@@ -24,9 +33,9 @@ with open(path + ".tmp", "w") as f:
 os.replace(path + ".tmp", path)
 print(f"rank {rank}/{size} on {record['host']}: sum={total[0]}")
 
-fail_rank = os.environ.get("FAIL_RANK")
+fail_rank = option("fail-rank")
 if fail_rank is not None and int(fail_rank) == rank:
-    mode = os.environ.get("FAIL_MODE", "raise")
+    mode = option("fail-mode", "raise")
     # The moment of the fault, for the fault suite's "seconds from fault to exit".
     with open(os.path.join(os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"), "fault-at"), "w") as f:
         f.write(repr(time.time()))
@@ -39,7 +48,7 @@ if fail_rank is not None and int(fail_rank) == rank:
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
 # The others keep working in collectives, as real training would while a peer dies.
-for step in range(int(os.environ.get("EXTRA_STEPS", "0"))):
+for step in range(int(option("extra-steps", "0"))):
     # Read the result, as training reads its loss: MXNet is asynchronous and only then raises a peer's failure.
     hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}").asnumpy()
     time.sleep(0.1)
