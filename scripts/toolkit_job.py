@@ -42,7 +42,8 @@ def make_ssh_dir(directory: Path) -> Path:
 def as_toolkit_job(spec: JobSpec, ssh_dir: Path) -> JobSpec:
     """The same job for the toolkit: its entry point, its keys, typed MPI hyperparameters (it multiplies a
     string process count: "1" * 2 hosts = "11"), SageMaker's hostnames (its sshd setup assumes them)."""
-    hps = dict(spec.hyperparameters)
+    # This launcher's own knobs (mpi_*) mean nothing to the toolkit, which would pass them to the program.
+    hps = {key: value for key, value in spec.hyperparameters.items() if not key.startswith("mpi_")}
     program = hps.get("sagemaker_program")
     if program in BUILTIN_SCRIPTS:
         hps["sagemaker_program"] = BUILTIN_SCRIPTS[program]
