@@ -265,10 +265,14 @@ SCENARIOS = [
              never_resolves, exits=(1, 1),
              failure=r"^cluster setup failed on master algo-1: worker algo-2 checked in, but the master cannot "
                      r"resolve its name",
-             worker_failure=r"^worker algo-2: the job failed on algo-1: cluster setup failed", max_seconds=30),
+             worker_failure=r"^worker algo-2: the job failed on algo-1: cluster setup failed", max_seconds=30,
+             # The toolkit runs with hostnames equal to the names (its sshd setup needs them), and its mpirun
+             # reached algo-2 anyway: not the same fault.
+             toolkit=False),
     Scenario("MPI daemon dies silently on a worker", "master stops mpirun within the peer timeout (15 s)",
              daemon_fails_on_worker, exits=(NONZERO, NONZERO), max_seconds=45,
-             failure=r"^mpirun started no MPI daemon on algo-2 within 15 s", toolkit=False),
+             failure=r"^mpirun started no MPI daemon on algo-2 within 15 s",
+             toolkit=False),  # it needs this launcher's handshake (the workers' "launched" report)
     Scenario("malformed hyperparameters.json", "both exit 2 naming the file",
              config_file("hyperparameters.json", '{"sagemaker_program": "allreduce.py",'), exits=(2, 2),
              failure=r"^invalid job configuration: /opt/ml/input/config/hyperparameters.json is not valid JSON",
