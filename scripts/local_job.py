@@ -314,12 +314,9 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
             except Exception as error:  # noqa: BLE001 - reported by the wait loop below
                 start_errors.append(f"{host}: {error}")
 
-        threads = []
         for host in hosts:
             if host not in spec.skip_hosts:
-                t = threading.Thread(target=start_host, args=(host,), daemon=True)
-                t.start()
-                threads.append(t)
+                threading.Thread(target=start_host, args=(host,), daemon=True).start()
 
         if spec.during:
             def during() -> None:
@@ -328,9 +325,7 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 except Exception as error:  # noqa: BLE001 - reported in the result, never lost
                     during_errors.append(f"{type(error).__name__}: {error}")
 
-            injector = threading.Thread(target=during, daemon=True)
-            injector.start()
-            threads.append(injector)
+            threading.Thread(target=during, daemon=True).start()
 
         exit_times: dict = {}
         deadline = started_at + spec.timeout_s
