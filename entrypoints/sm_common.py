@@ -363,21 +363,12 @@ def atomic_write(path, write_fn, mode="wb"):
 
     Readers (a resuming job, SageMaker's S3 upload of /opt/ml/checkpoints) never see half a file.
     """
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path) + ".", dir=directory)
-    try:
-        with os.fdopen(fd, mode) as f:
+
+    def save(filename):
+        with open(filename, mode) as f:
             write_fn(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as error:
-        disk_full = _disk_full_error(path, error)
-        _remove_quietly(tmp)
-        if disk_full:
-            raise disk_full from error
-        raise
+
+    atomic_save(path, save)
 
 
 def atomic_save(path, save_to_filename):
@@ -403,23 +394,17 @@ def _disk_full_error(path, error):
     """A clear OSError(ENOSPC) when a save failed on a full filesystem, else None. MXNet reports a full
     disk as "FileStream.Write incomplete"; this says what happened and where. Checked before the partial
     temp file is removed, while the filesystem is still as full as the write found it."""
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        return None if "while saving" in str(error) else _enospc(path)
-    if not isinstance(error, Exception):
+    if not isinstance(error, Exception) or "while saving" in str(error):
         return None
+    enospc = isinstance(error, OSError) and error.errno == errno.ENOSPC
     try:
         stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
     except OSError:
+        stat = None
+    free = stat.f_bavail * stat.f_frsize if stat else None
+    if not enospc and (free is None or free >= DISK_FULL_BYTES):
         return None
-    return _enospc(path) if stat.f_bavail * stat.f_frsize < DISK_FULL_BYTES else None
-
-
-def _enospc(path):
-    try:
-        stat = os.statvfs(os.path.dirname(os.path.abspath(path)))
-        room = f" ({stat.f_bavail * stat.f_frsize // 1024} KiB free of {stat.f_blocks * stat.f_frsize // 1024} KiB)"
-    except OSError:
-        room = ""
+    room = f" ({free // 1024} KiB free of {stat.f_blocks * stat.f_frsize // 1024} KiB)" if stat else ""
     return OSError(errno.ENOSPC, f"No space left on device while saving {path}{room}")
 
 
