@@ -60,12 +60,13 @@ def test_two_hosts_one_process_each_master():
     assert "-bind-to" in argv and argv[argv.index("-bind-to") + 1] == "none"
     assert argv[argv.index("-map-by") + 1] == "slot"
     params = mca(argv)
-    assert params["pml"] == "ob1" and params["btl"] == "^openib"
+    assert params["pml"] == "ob1" and params["btl"] == "^openib,ofi"
     assert params["btl_tcp_if_include"] == "eth0" and params["oob_tcp_if_include"] == "eth0"
     assert params["orte_abort_on_non_zero_status"] == "1"
     assert params["plm_rsh_no_tree_spawn"] == "1"
     assert "StrictHostKeyChecking=yes" in params["plm_rsh_args"]
     assert "IdentityFile=/run/sagemaker-cluster/id_ed25519" in params["plm_rsh_args"]
+    assert "KexAlgorithms=curve25519-sha256," in params["plm_rsh_args"]
     assert params["mpi_yield_when_idle"] == "1"  # 2 cores, 1 rank: still below the threshold
     assert p.rank_hosts == ("algo-1", "algo-2")
     assert program_part(argv)[-2:] == ["/opt/venv/bin/python", "/opt/entrypoints/mnist.py"]
@@ -222,6 +223,16 @@ def test_efa_instance_types():
     assert p.env["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in p.env
     p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3.16xlarge"), facts=GPU8)
     assert "FI_PROVIDER" not in p.env
+
+
+def test_libfabric_btl_only_where_efa_is():
+    efa = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p4d.24xlarge"), facts=GPU8)
+    assert mca(efa.command)["btl"] == "^openib"
+    plain = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3.16xlarge"), facts=GPU8)
+    assert mca(plain.command)["btl"] == "^openib,ofi"
+    # A btl the user chose replaces ours.
+    custom = plan(config(hosts=("algo-1", "algo-2"), hps={"sagemaker_mpi_custom_mpi_options": "-mca btl self,tcp"}))
+    assert "^openib,ofi" not in custom.command and custom.command.count("btl") == 1
 
 
 def test_toolkit_compatible_sm_environment():
