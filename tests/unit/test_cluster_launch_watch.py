@@ -47,3 +47,15 @@ def test_a_finished_job_stops_the_wait():
     started = time.monotonic()
     assert master.wait_launched(started + 30) == []
     assert time.monotonic() - started < 5
+
+
+def test_retry_delays_stay_short_while_peers_start_together_then_back_off():
+    from itertools import islice
+
+    from sagemaker_mxnet_horovod.cluster import retry_delays
+
+    delays = list(islice(retry_delays(fast_s=0.05, fast_for_s=5.0, slowest_s=1.0), 200))
+    fast = [d for d in delays if d == 0.05]
+    assert len(fast) == 100  # 5 s of 50 ms pauses: a worker notices the master within 50 ms of it listening
+    assert delays[100:106] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    assert max(delays) == 1.0

@@ -56,13 +56,16 @@ def _raise_stop(signum, _frame):
 
 def fetch_user_code(plan: Plan) -> None:
     """The user's script: reuse the toolkit's download/extract (S3 or local) and requirements install."""
-    from sagemaker_training import files, modules  # imported only when needed: it pulls in boto3
-
+    # The toolkit is imported only when there is work for it: it pulls in boto3 (~0.3 s of every start).
     program = plan.program
     code_dir = Path(program.code_dir)
     if program.submit_directory != program.code_dir:
+        from sagemaker_training import files
+
         files.download_and_extract(program.submit_directory, str(code_dir))
     if (code_dir / "requirements.txt").exists():
+        from sagemaker_training import modules
+
         log(f"installing {code_dir / 'requirements.txt'}")
         modules.install_requirements(str(code_dir), capture_error=True)
     script = code_dir / program.name

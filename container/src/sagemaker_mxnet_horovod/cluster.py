@@ -92,20 +92,22 @@ class Sshd:
 
     def __init__(self, run_dir: Path, listen_address: str | None, port: int = 22):
         self.run_dir, self.listen_address, self.port = run_dir, listen_address, port
+        self.authorized = run_dir / "authorized_keys"
         self.process: subprocess.Popen | None = None
+        self.host_key = ""
 
-    def start(self, authorized_key: str, deadline: float) -> str:
-        """Start sshd and wait until it answers with an SSH banner; returns the host public key."""
+    def launch(self) -> None:
+        """Generate this job's host key and start sshd with no authorized key yet (nobody can log in before
+        authorize()), so sshd starts while the worker is still checking in with the master."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # sshd's privilege separation directory
-        authorized = self.run_dir / "authorized_keys"
-        authorized.write_text(authorized_key + "\n")
-        authorized.chmod(0o600)
-        host_key = generate_key(self.run_dir / "ssh_host_ed25519_key")
+        self.authorized.unlink(missing_ok=True)
+        self.authorized.touch(mode=0o600)
+        self.host_key = generate_key(self.run_dir / "ssh_host_ed25519_key")
         argv = [
             SSHD, "-D", "-e",
             "-o", f"HostKey={self.run_dir}/ssh_host_ed25519_key",
-            "-o", f"AuthorizedKeysFile={authorized}",
+            "-o", f"AuthorizedKeysFile={self.authorized}",
             "-o", f"PidFile={self.run_dir}/sshd.pid",
             "-o", "PasswordAuthentication=no",
             "-o", "KbdInteractiveAuthentication=no",
@@ -118,6 +120,17 @@ class Sshd:
         else:
             argv += ["-o", f"Port={self.port}"]
         self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+
+    def authorize(self, authorized_key: str) -> None:
+        """The job's public key; sshd reads the file at each login."""
+        staged = self.authorized.with_name(self.authorized.name + ".new")
+        staged.unlink(missing_ok=True)
+        staged.touch(mode=0o600)
+        staged.write_text(authorized_key + "\n")
+        staged.replace(self.authorized)
+
+    def wait_ready(self, deadline: float) -> str:
+        """Wait until sshd answers with an SSH banner; returns the host public key."""
         address = self.listen_address or "127.0.0.1"
         while True:
             if self.process.poll() is not None:
@@ -126,7 +139,7 @@ class Sshd:
                 with socket.create_connection((address, self.port), timeout=1) as probe:
                     if probe.recv(8).startswith(b"SSH-"):
                         probe.sendall(b"SSH-2.0-readiness-probe\r\n")  # so sshd logs no protocol error
-                        return host_key
+                        return self.host_key
             except OSError:
                 pass
             if time.monotonic() > deadline:
@@ -330,34 +343,47 @@ class Master:
 # Worker side.
 
 
+def retry_delays(fast_s: float = 0.05, fast_for_s: float = 5.0, slowest_s: float = 1.0):
+    """Pauses between attempts to reach a peer: every host of a job starts at about the same time, so for
+    the first seconds the peer is at most moments away and a short pause costs nothing (doubling from the
+    first try can leave a worker asleep for most of a second after the master starts listening); after that
+    the peer is late (a slow container start, lagging DNS) and the pause doubles up to slowest_s."""
+    for _ in range(round(fast_for_s / fast_s)):
+        yield fast_s
+    delay = fast_s
+    while True:
+        delay = min(slowest_s, delay * 2)
+        yield delay
+
+
 def resolve(host: str, deadline: float) -> str:
     """Hosts may resolve late on SageMaker: retry until the deadline, then say which name never resolved."""
-    delay = 0.05
+    delays = retry_delays()
     while True:
         try:
             return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
         except socket.gaierror as error:
+            delay = next(delays)
             if time.monotonic() + delay > deadline:
                 raise ClusterError(f"host name {host!r} did not resolve within the peer timeout: {error}") from None
         time.sleep(delay)  # nothing to await: DNS has no change notification
-        delay = min(1.0, delay * 2)
 
 
 def connect(host: str, port: int, deadline: float) -> Connection:
     """Connect to the master, retrying while it is not listening yet, until the deadline."""
     address = resolve(host, deadline)
-    delay = 0.05
+    delays = retry_delays()
     while True:
         try:
             sock = socket.create_connection((address, port), timeout=max(0.1, min(5.0, deadline - time.monotonic())))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             return Connection(sock, host)
         except OSError as error:
+            delay = next(delays)
             if time.monotonic() + delay > deadline:
                 raise ClusterError(f"could not reach the master {host} ({address}) on port {port} within the "
                                    f"peer timeout: {error.strerror or error}") from None
         time.sleep(delay)  # the master is not listening yet; connect() has no way to wait for that
-        delay = min(1.0, delay * 2)
 
 
 @dataclass
@@ -369,6 +395,11 @@ class WorkerOutcome:
 def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline: float,
                  stop_requested: threading.Event) -> WorkerOutcome:
     """Check in with the master, run sshd for its mpirun, and wait for the job's outcome."""
+    try:
+        sshd.launch()
+        launch_error = None
+    except (OSError, subprocess.CalledProcessError) as error:
+        launch_error = error  # reported to the master once connected, so the job fails naming this host
     connection = connect(master, port, deadline)
     try:
         connection.send({"type": "hello", "host": current_host, "version": __version__})
@@ -378,7 +409,10 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
         if reply.get("type") == "reject":
             raise ClusterError(f"the master {master} rejected this worker: {reply.get('message')}")
         try:
-            host_key = sshd.start(str(reply["authorized_key"]), deadline)
+            if launch_error:
+                raise launch_error
+            sshd.authorize(str(reply["authorized_key"]))
+            host_key = sshd.wait_ready(deadline)
         except (ClusterError, OSError, subprocess.CalledProcessError) as error:
             connection.send({"type": "error", "message": f"sshd on {current_host} did not start: {error}"})
             raise
