@@ -40,6 +40,11 @@ class HostResult:
     seconds: float | None = None  # from job start to this container's exit
     started_at: float | None = None  # docker's own clock (epoch seconds): container start and exit
     finished_at: float | None = None
+    timed_log: list = field(default_factory=list)  # (epoch seconds, line) by docker's clock, if asked for
+
+    def first_log_time(self, text: str) -> float | None:
+        """When the first log line containing text was written (needs JobSpec.timed_logs)."""
+        return next((at for at, line in self.timed_log if text in line), None)
 
 
 @dataclass
@@ -49,6 +54,14 @@ class JobResult:
     timed_out: bool = False
     fault_at: float | None = None  # epoch seconds when `during` injected its fault (RunningJob.mark_fault)
     during_error: str | None = None  # what went wrong inside `during`, if anything
+    submitted_at: float | None = None  # epoch seconds just before the first `docker run`
+
+    @property
+    def run_seconds(self) -> float | None:
+        """The first `docker run` to the last container's exit by docker's clock: `seconds` without the
+        harness's polling latency."""
+        ends = [h.finished_at for h in self.hosts if h.finished_at]
+        return max(ends) - self.submitted_at if ends and self.submitted_at else None
 
     @property
     def master(self) -> HostResult:
@@ -103,6 +116,7 @@ class JobSpec:
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
     config_files: dict = field(default_factory=dict)  # file name -> text replacing what prepare_host writes
     during: object = None  # callable(RunningJob), run in a thread once the containers started (fault injection)
+    timed_logs: bool = False  # also keep every log line with docker's timestamp (HostResult.timed_log)
 
 
 def host_names(count: int) -> list:
@@ -244,6 +258,18 @@ def feed_pipes(data_dir: Path, channel: Channel, epochs: int, stop: threading.Ev
             return
 
 
+def timed_log(cid: str) -> list:
+    """The container's stdout and stderr lines, merged in the order docker's clock stamped them."""
+    logs = docker("logs", "--timestamps", cid, check=False)
+    lines = []
+    for line in (logs.stdout + logs.stderr).splitlines():
+        stamp, _, text = line.partition(" ")
+        at = docker_time(stamp)
+        if at is not None:
+            lines.append((at, text))
+    return sorted(lines, key=lambda pair: pair[0])
+
+
 def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: bool = False) -> JobResult:
     project = project or f"smj-{secrets.token_hex(3)}"
     hosts = host_names(spec.hosts)
@@ -314,6 +340,7 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
             except Exception as error:  # noqa: BLE001 - reported by the wait loop below
                 start_errors.append(f"{host}: {error}")
 
+        submitted_at = time.time()
         for host in hosts:
             if host not in spec.skip_hosts:
                 threading.Thread(target=start_host, args=(host,), daemon=True).start()
@@ -365,9 +392,11 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
             logs = docker("logs", cid, check=False)
             results.append(HostResult(host, None if running else int(state[0]), logs.stdout + logs.stderr, failure,
                                       workdir / host, exit_times.get(host), docker_time(state[1]),
-                                      None if running else docker_time(state[2])))
+                                      None if running else docker_time(state[2]),
+                                      timed_log(cid) if spec.timed_logs else []))
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
-        return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None)
+        return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None,
+                         submitted_at)
     finally:
         stop.set()
         for cid in containers.values():
