@@ -1,7 +1,8 @@
 """Helpers shared by the SageMaker training entrypoints (mnist.py now, the GluonCV R-CNN ones later).
 
-Stdlib only at import time (numpy/mxnet are imported by the callers), so an entrypoint can parse
-arguments, resolve paths and validate its input before paying for `import mxnet` or touching MPI.
+Stdlib and the image's pure-Python `sagemaker_mxnet_horovod.recordio` only at import time (numpy/mxnet
+are imported by the callers), so an entrypoint can parse arguments, resolve paths and validate its input
+before paying for `import mxnet` or touching MPI.
 
 Conventions every entrypoint follows:
   * Hyperparameters arrive as ``--key value`` strings; ``--batch_size`` and ``--batch-size`` are the
@@ -20,10 +21,11 @@ import os
 import re
 import shutil
 import signal
-import struct
 import sys
 import tempfile
 import threading
+
+from sagemaker_mxnet_horovod import recordio
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -296,62 +298,23 @@ def fifo_path(channel, epoch, environ=None):
 # --------------------------------------------------------------------------------------------
 # RecordIO (dmlc framing, as written by mx.recordio.MXRecordIO)
 
-RECORDIO_MAGIC = 0xCED7230A
-_RECORDIO_MAGIC_BYTES = struct.pack("<I", RECORDIO_MAGIC)
-_RECORDIO_LENGTH_MASK = (1 << 29) - 1
-# mx.recordio.IRHeader as mxnet packs it: struct "IfQQ" = flag, label, id, id2 (24 bytes).
-IR_HEADER = struct.Struct("<IfQQ")
+RECORDIO_MAGIC = recordio.RECORDIO_MAGIC
 
 
 def iter_recordio(stream, source="<stream>"):
-    """Yields record payloads from a RecordIO byte stream, strictly sequentially.
-
-    Works on FIFOs (no seek, no size). Multi-part records (cflag 1/2/3, written when a payload
-    contains the magic word at an aligned offset) are joined with the magic re-inserted.
-    """
-    while True:
-        head = _read_exact(stream, 8, source, allow_eof=True)
-        if head is None:
-            return
-        record = bytearray()
-        while True:
-            magic, lrecord = struct.unpack("<II", head)
-            if magic != RECORDIO_MAGIC:
-                raise EntrypointError(f"not a RecordIO stream: bad magic 0x{magic:08x} in {source}")
-            cflag, length = lrecord >> 29, lrecord & _RECORDIO_LENGTH_MASK
-            data = _read_exact(stream, (length + 3) & ~3, source)
-            record += data[:length]
-            if cflag in (0, 3):
-                break
-            record += _RECORDIO_MAGIC_BYTES
-            head = _read_exact(stream, 8, source)
-        yield bytes(record)
-
-
-def _read_exact(stream, size, source, allow_eof=False):
-    buf = bytearray()
-    while len(buf) < size:
-        chunk = stream.read(size - len(buf))
-        if not chunk:
-            if allow_eof and not buf:
-                return None
-            raise EntrypointError(f"truncated RecordIO stream: {source}")
-        buf += chunk
-    return bytes(buf)
+    """Yields record payloads from a RecordIO byte stream (file or Pipe-mode FIFO), strictly sequentially."""
+    try:
+        yield from recordio.iter_records(stream)
+    except recordio.RecordIOError as error:
+        raise EntrypointError(f"{error}: {source}") from None
 
 
 def unpack_ir_record(record, source="<stream>"):
     """(label, payload) of an mx.recordio.pack()ed record; a label array (flag > 0) yields its first value."""
-    if len(record) < IR_HEADER.size:
-        raise EntrypointError(f"RecordIO record too short for an IRHeader ({len(record)} bytes) in {source}")
-    flag, label, _, _ = IR_HEADER.unpack_from(record)
-    payload = record[IR_HEADER.size:]
-    if flag > 0:
-        if len(payload) < 4 * flag:
-            raise EntrypointError(f"RecordIO record label array truncated in {source}")
-        label = struct.unpack_from("<f", payload)[0]
-        payload = payload[4 * flag:]
-    return label, payload
+    try:
+        return recordio.unpack_ir_record(record)
+    except recordio.RecordIOError as error:
+        raise EntrypointError(f"{error}: {source}") from None
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import mnist
 import pytest
 import sm_common
 from entrypoint_helpers import CONTAINER_SRC, DEV_VENV_REASON, make_mnist
-from sagemaker_mxnet_horovod import datatool
+from sagemaker_mxnet_horovod import datatool, recordio
 
 # A Python without numpy (e.g. the lint/tools venv) skips this module instead of failing to collect it.
 np = pytest.importorskip("numpy", reason=DEV_VENV_REASON)
@@ -128,7 +128,7 @@ def test_recordio_framing_matches_mxnet_both_ways(tmp_path):
     payloads = _payloads_with_magic()
     ours = tmp_path / "ours.rec"
     with open(ours, "wb") as f:
-        writer = datatool.RecordIOWriter(f)
+        writer = recordio.RecordIOWriter(f)
         for payload in payloads:
             writer.write(payload)
     theirs = tmp_path / "theirs.rec"
@@ -140,7 +140,7 @@ def test_recordio_framing_matches_mxnet_both_ways(tmp_path):
     reader = mx.recordio.MXRecordIO(str(ours), "r")
     assert [reader.read() for _ in payloads] == payloads
     reader.close()
-    for read in (sm_common.iter_recordio, datatool.iter_recordio):
+    for read in (sm_common.iter_recordio, recordio.iter_records):
         with open(theirs, "rb") as f:
             assert list(read(f)) == payloads
 
@@ -149,12 +149,12 @@ def test_ir_header_matches_mxnet_pack():
     mx = pytest.importorskip("mxnet")
     pixels = bytes(range(200)) * 4
     packed = mx.recordio.pack(mx.recordio.IRHeader(0, 7.0, 12, 0), pixels[:784])
-    assert datatool.pack_image_record(7, 12, pixels[:784]) == packed
+    assert recordio.pack_ir_record(7, 12, pixels[:784]) == packed
     assert sm_common.unpack_ir_record(packed) == (7.0, pixels[:784])
     # label arrays (flag > 0): the first label is the class
     packed = mx.recordio.pack(mx.recordio.IRHeader(0, [3.0, 1.0], 5, 0), b"xyz")
     assert sm_common.unpack_ir_record(packed) == (3.0, b"xyz")
-    assert datatool.unpack_image_record(packed) == (3.0, b"xyz")
+    assert recordio.unpack_ir_record(packed) == (3.0, b"xyz")
 
 
 @pytest.mark.parametrize("fmt", ["recordio", "idx", "npz"])

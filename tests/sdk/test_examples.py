@@ -35,9 +35,12 @@ def test_bad_arguments_fail_before_the_sdk(generation, args, message):
 
 @pytest.mark.parametrize("generation", ["v2", "v3"])
 def test_metric_definitions_are_the_mnist_programs(generation):
-    sys.path.insert(0, str(ROOT / "entrypoints"))
+    # mnist imports only the stdlib and the image's launcher package (for RecordIO) at import time.
+    paths = [str(ROOT / "entrypoints"), str(ROOT / "container" / "src")]
+    sys.path[:0] = paths
     try:
-        import mnist  # stdlib-only at import time
+        import mnist
     finally:
-        sys.path.remove(str(ROOT / "entrypoints"))
+        for path in paths:
+            sys.path.remove(path)
     assert example_module(generation).METRIC_DEFINITIONS == mnist.METRIC_DEFINITIONS

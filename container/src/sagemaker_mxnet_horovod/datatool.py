@@ -1,7 +1,7 @@
 """`synth-data`: make small synthetic data sets and per-rank shards for the training entrypoints.
 
 Runs anywhere with numpy (imported lazily); it never imports mxnet, so it works on a laptop, in CI
-and inside the image alike. RecordIO is written by the small writer below, byte-compatible with
+and inside the image alike. RecordIO is written by ``recordio.RecordIOWriter``, byte-compatible with
 ``mxnet.recordio.MXRecordIO`` (tests read it back with mxnet).
 
 Subcommands::
@@ -36,16 +36,18 @@ import struct
 import sys
 import zipfile
 
+from sagemaker_mxnet_horovod.recordio import (
+    MAGIC_BYTES,
+    RecordIOError,
+    RecordIOWriter,
+    iter_records,
+    pack_ir_record,
+    unpack_ir_record,
+)
+
 PROG = "synth-data"
 IMAGE_SIDE = 28
 NUM_CLASSES = 10
-
-# RecordIO framing (dmlc-core recordio.h): magic, then lrecord = cflag << 29 | length.
-RECORDIO_MAGIC = 0xCED7230A
-_MAGIC_BYTES = struct.pack("<I", RECORDIO_MAGIC)
-_LENGTH_MASK = (1 << 29) - 1
-# mx.recordio.IRHeader packed with mxnet's _IR_FORMAT "IfQQ" (native alignment = 24 bytes, no padding).
-_IR_HEADER = struct.Struct("<IfQQ")
 
 IDX_IMAGES_MAGIC = 0x00000803  # ubyte, 3 dims
 IDX_LABELS_MAGIC = 0x00000801  # ubyte, 1 dim
@@ -55,89 +57,6 @@ FORMATS = ("idx", "idx.gz", "npz", "recordio")
 
 class DataToolError(Exception):
     """A problem with the user's input: reported as one line on stderr, exit code 2."""
-
-
-# --------------------------------------------------------------------------------------------
-# RecordIO
-
-
-class RecordIOWriter:
-    """Writes records in the dmlc RecordIO framing that mx.recordio.MXRecordIO reads.
-
-    Like dmlc's writer, a payload containing the magic word at a 4-byte aligned offset is split
-    there into continuation parts (cflag 1/2/3) with the magic dropped; readers re-insert it.
-    Without that, a reader would resynchronise on the payload bytes and corrupt the stream.
-    """
-
-    def __init__(self, fileobj):
-        self._out = fileobj
-
-    def write(self, payload: bytes) -> None:
-        length = len(payload)
-        if length > _LENGTH_MASK:
-            raise ValueError(f"record of {length} bytes is too large for RecordIO")
-        part_start = 0
-        for offset in range(0, length - length % 4, 4):
-            if payload[offset:offset + 4] == _MAGIC_BYTES:
-                cflag = 1 if part_start == 0 else 2
-                self._write_part(cflag, payload[part_start:offset])
-                part_start = offset + 4
-        self._write_part(3 if part_start else 0, payload[part_start:])
-        padding = -length % 4
-        if padding:
-            self._out.write(b"\0" * padding)
-
-    def _write_part(self, cflag: int, part: bytes) -> None:
-        self._out.write(struct.pack("<II", RECORDIO_MAGIC, (cflag << 29) | len(part)))
-        self._out.write(part)
-
-
-def iter_recordio(fileobj):
-    """Yields the payloads of a RecordIO stream (file or FIFO); reads sequentially, never seeks."""
-    while True:
-        head = _read_exact(fileobj, 8, allow_eof=True)
-        if head is None:
-            return
-        record = bytearray()
-        while True:
-            magic, lrecord = struct.unpack("<II", head)
-            if magic != RECORDIO_MAGIC:
-                raise DataToolError(f"not a RecordIO stream (bad magic 0x{magic:08x})")
-            cflag, length = lrecord >> 29, lrecord & _LENGTH_MASK
-            data = _read_exact(fileobj, (length + 3) & ~3)
-            record += data[:length]
-            if cflag in (0, 3):
-                break
-            record += _MAGIC_BYTES
-            head = _read_exact(fileobj, 8)
-        yield bytes(record)
-
-
-def _read_exact(fileobj, size, allow_eof=False):
-    buf = bytearray()
-    while len(buf) < size:
-        chunk = fileobj.read(size - len(buf))
-        if not chunk:
-            if allow_eof and not buf:
-                return None
-            raise DataToolError("truncated RecordIO stream")
-        buf += chunk
-    return bytes(buf)
-
-
-def pack_image_record(label: int, index: int, pixels: bytes) -> bytes:
-    """An mx.recordio.pack(IRHeader(0, label, index, 0), pixels) equivalent."""
-    return _IR_HEADER.pack(0, float(label), index, 0) + pixels
-
-
-def unpack_image_record(record: bytes):
-    """(label, pixel bytes) from a packed image record; a label array (flag > 0) yields its first value."""
-    flag, label, _, _ = _IR_HEADER.unpack_from(record)
-    payload = record[_IR_HEADER.size:]
-    if flag > 0:
-        label = struct.unpack_from("<f", payload)[0]
-        payload = payload[4 * flag:]
-    return label, payload
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,7 +189,7 @@ def write_dataset(images, labels, channel_dir, channel, fmt):
         with open(tmp, "wb") as out:
             writer = RecordIOWriter(out)
             for index in range(len(labels)):
-                writer.write(pack_image_record(int(labels[index]), index, images[index].tobytes()))
+                writer.write(pack_ir_record(int(labels[index]), index, images[index].tobytes()))
         os.replace(tmp, path)
         return [path]
     raise DataToolError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -301,7 +220,7 @@ def read_dataset(channel_dir):
         head = _peek(path, 8)
         if head[:4] == b"PK\x03\x04":
             parts.append(_read_npz(path))
-        elif head[:4] == _MAGIC_BYTES:
+        elif head[:4] == MAGIC_BYTES:
             parts.append(_read_recordio(path))
         elif len(head) >= 4 and struct.unpack(">I", head[:4])[0] == IDX_IMAGES_MAGIC:
             idx_images[_pair_key(name)] = path
@@ -366,10 +285,13 @@ def _read_recordio(path):
     np = _np()
     images, labels = [], []
     with open(path, "rb") as f:
-        for record in iter_recordio(f):
-            label, pixels = unpack_image_record(record)
-            images.append(np.frombuffer(pixels, dtype=np.uint8))
-            labels.append(label)
+        try:
+            for record in iter_records(f):
+                label, pixels = unpack_ir_record(record)
+                images.append(np.frombuffer(pixels, dtype=np.uint8))
+                labels.append(label)
+        except RecordIOError as error:
+            raise DataToolError(f"{path}: {error}") from None
     if not images:
         return np.zeros((0, IMAGE_SIDE, IMAGE_SIDE), np.uint8), np.zeros((0,), np.uint8)
     return np.stack(images).reshape(-1, IMAGE_SIDE, IMAGE_SIDE), np.asarray(labels, dtype=np.uint8)
