@@ -56,7 +56,7 @@ def _raise_stop(signum, _frame):
 
 def fetch_user_code(plan: Plan) -> None:
     """The user's script: reuse the toolkit's download/extract (S3 or local) and requirements install."""
-    # The toolkit is imported only when there is work for it: it pulls in boto3 (~0.3 s of every start).
+    # The toolkit is imported only when there is work for it: it pulls in boto3 (~0.2 s of every start).
     program = plan.program
     code_dir = Path(program.code_dir)
     if program.submit_directory != program.code_dir:
