@@ -56,8 +56,21 @@ def fail(prog, message, exit_code=EXIT_USAGE):
     abort-on-non-zero-status then takes the other ranks down.
     """
     sys.stdout.flush()
-    print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
+    _stderr_line(f"{prog}: error: {message}")
     os._exit(exit_code)
+
+
+def _stderr_line(text):
+    """One write(2) per line: print() writes the text and the newline separately, so ranks failing at the
+    same moment interleave their messages on one line (seen under mpirun), breaking "first line" reports."""
+    sys.stderr.flush()
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by a non-file (pytest's capsys): one write then
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+        return
+    os.write(fd, (text + "\n").encode("utf-8", "replace"))
 
 
 def log(message):
@@ -65,7 +78,7 @@ def log(message):
 
 
 def warn(prog, message):
-    print(f"{prog}: warning: {message}", file=sys.stderr, flush=True)
+    _stderr_line(f"{prog}: warning: {message}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,7 +164,7 @@ class HyperparameterParser(argparse.ArgumentParser):
 
     def error(self, message):
         # One line (no usage dump) so the launcher/SageMaker failure reason shows the actual problem.
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr, flush=True)
+        _stderr_line(f"{self.prog}: error: {message} (see --help)")
         sys.exit(EXIT_USAGE)
 
 
