@@ -4,13 +4,29 @@ so a test can wait for a line, and a kill that reaches everything the process st
 A module of its own under tests/ (on sys.path through tests/conftest.py), named so no test dir shadows it.
 """
 
+import functools
 import os
 import re
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
+
+
+@functools.cache
+def mpi_problem():
+    """Why multi-rank entrypoint tests cannot run with this Python, or None."""
+    if shutil.which("mpirun") is None:
+        return "mpirun is not installed"
+    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet as h; assert h.mpi_built()"],
+                           check=False, capture_output=True, text=True)
+    if probe.returncode != 0:
+        last_line = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        return f"horovod.mxnet (built with MPI) is not importable: {last_line}"
+    return None
 
 
 def session_pids(sid):

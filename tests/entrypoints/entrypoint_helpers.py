@@ -6,14 +6,13 @@ A module of its own (not conftest) so test modules can import it by a name no ot
 import functools
 import importlib
 import os
-import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-from entrypoint_job import Job
+from entrypoint_job import Job, mpi_problem
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -38,14 +37,7 @@ def horovod_problem():
             importlib.import_module(module)
         except ImportError:
             return DEV_VENV_REASON
-    if shutil.which("mpirun") is None:
-        return "mpirun is not installed"
-    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet as h; assert h.mpi_built()"],
-                           check=False, capture_output=True, text=True)
-    if probe.returncode != 0:
-        last_line = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        return f"horovod.mxnet (built with MPI) is not importable: {last_line}"
-    return None
+    return mpi_problem()
 
 
 def make_mnist(out_dir, train, test, seed=0, fmt="idx"):

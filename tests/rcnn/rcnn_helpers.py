@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from entrypoint_job import Job, session_pids
+from entrypoint_job import Job, mpi_problem, session_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -50,16 +50,7 @@ def dev_venv_problem():
 
 @functools.cache
 def horovod_problem():
-    problem = dev_venv_problem()
-    if problem:
-        return problem
-    if shutil.which("mpirun") is None:
-        return "mpirun is not installed"
-    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet as h; assert h.mpi_built()"],
-                           check=False, capture_output=True, text=True)
-    if probe.returncode != 0:
-        return "horovod.mxnet (built with MPI) is not importable"
-    return None
+    return dev_venv_problem() or mpi_problem()
 
 
 def copy_coco(src, dst):
