@@ -397,15 +397,15 @@ def make_plan(
             notes.append(f"mpi_yield_when_idle=1 ({cores_per_rank} core(s) per rank: busy polling would starve it)")
         if interface:
             default("NCCL_SOCKET_IFNAME", interface, "the cluster interface")
-        if resource.current_instance_type in EFA_INSTANCE_TYPES:
+        efa = resource.current_instance_type in EFA_INSTANCE_TYPES
+        if efa:
             default("FI_PROVIDER", "efa", f"{resource.current_instance_type} has EFA")
             default("NCCL_PROTO", "simple", "EFA")
             if resource.current_instance_type in EFA_RDMA_INSTANCE_TYPES:
                 default("FI_EFA_USE_DEVICE_RDMA", "1", "EFA with GPUDirect RDMA")
         multi_host = len(hosts) > 1
         params = [(n, v) for n, v in mpi_params(interface if multi_host else None, yield_when_idle,
-                                                run_dir if multi_host else None,
-                                                efa=resource.current_instance_type in EFA_INSTANCE_TYPES)
+                                                run_dir if multi_host else None, efa=efa)
                   if not (n != "mpi_yield_when_idle" and _user_sets_mca(n, settings.custom_mpi_options, base_env))]
         merged = {**base_env, **env}
         exported = sorted(n for n in merged if n in EXPORTED_NAMES or n.startswith(EXPORTED_PREFIXES))
