@@ -389,11 +389,15 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 docker("kill", cid, check=False)
             state = docker("inspect", "-f", "{{.State.ExitCode}} {{.State.StartedAt}} {{.State.FinishedAt}}", cid,
                            check=False).stdout.split()
-            logs = docker("logs", cid, check=False)
-            results.append(HostResult(host, None if running else int(state[0]), logs.stdout + logs.stderr, failure,
-                                      workdir / host, exit_times.get(host), docker_time(state[1]),
-                                      None if running else docker_time(state[2]),
-                                      timed_log(cid) if spec.timed_logs else []))
+            if spec.timed_logs:
+                timed = timed_log(cid)
+                logs = "".join(text + "\n" for _, text in timed)
+            else:
+                timed, done = [], docker("logs", cid, check=False)
+                logs = done.stdout + done.stderr
+            results.append(HostResult(host, None if running else int(state[0]), logs, failure, workdir / host,
+                                      exit_times.get(host), docker_time(state[1]),
+                                      None if running else docker_time(state[2]), timed))
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
         return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None,
                          submitted_at)
