@@ -34,6 +34,7 @@ from sagemaker_mxnet_horovod.plan import (
 )
 
 EXIT_CONFIG = 2  # the job's configuration is wrong; nothing ran
+DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
 
 
 class StopRequested(Exception):
@@ -107,6 +108,17 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
     if master:
         master.on_worker_lost = lambda host: job.abort(
             f"worker {host} went away during the job (container stopped or crashed)")
+
+        def on_daemon_exited(host: str) -> None:
+            # At the job's end mpirun exits within moments of its daemons; one that died mid-job leaves
+            # mpirun waiting forever.
+            timer = threading.Timer(DAEMON_EXIT_GRACE_S, job.abort, args=(
+                f"mpirun's daemon on {host} exited and mpirun was still waiting for it {DAEMON_EXIT_GRACE_S:g} s "
+                "later: orted died there without mpirun noticing",))
+            timer.daemon = True
+            timer.start()
+
+        master.on_daemon_exited = on_daemon_exited
     started = time.monotonic()
     job.start()
     if master:

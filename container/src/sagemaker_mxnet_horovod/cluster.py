@@ -6,6 +6,8 @@ Protocol (JSON lines over TCP, worker connects to the master's handshake port):
   worker -> {"type": "ready", "host_key": "ssh-ed25519 ..."}             (or {"type": "error", "message"})
   master -> {"type": "heartbeat"} every HEARTBEAT_S while the job runs
   worker -> {"type": "launched"} once mpirun's daemon (orted) runs on the worker
+  worker -> {"type": "daemon_exited"} when that daemon is gone again (normal at the job's end; before
+            then, mpirun waits for it forever: the master ends the job if mpirun has not within a grace)
   master -> {"type": "done", "exit_code": N, "failure": "..."}
   worker -> {"type": "bye"}
 The per-job key never leaves the job: the master generates it, gives each worker the public half, and pins
@@ -177,6 +179,7 @@ class Master:
         self.server: socket.socket | None = None
         self.closing = False
         self.on_worker_lost = None  # callback(host) while the job runs
+        self.on_daemon_exited = None  # callback(host): mpirun's daemon on that worker is gone
         self.watchers: list[threading.Thread] = []
 
     def listen(self) -> None:
@@ -284,6 +287,8 @@ class Master:
                     with self.cond:
                         self.launched.add(link.host)
                         self.cond.notify_all()
+                elif message.get("type") == "daemon_exited" and not self.closing and self.on_daemon_exited:
+                    self.on_daemon_exited(link.host)
         except (OSError, ClusterError):
             pass
         if not self.closing and self.on_worker_lost:
@@ -421,14 +426,19 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
 
         last_heard = time.monotonic()
         stop_deadline = None
-        launched = False
+        launched = daemon_exited = False
         while True:
-            if not launched and mpi_daemon_running():
+            daemon_running = mpi_daemon_running()
+            report = None
+            if daemon_running and not launched:
+                launched, report = True, {"type": "launched"}
+            elif launched and not daemon_running and not daemon_exited:
+                daemon_exited, report = True, {"type": "daemon_exited"}
+            if report:
                 try:
-                    connection.send({"type": "launched"})
+                    connection.send(report)
                 except OSError:
                     pass  # the master is gone: the next receive says so
-                launched = True
             if stop_requested.is_set() and stop_deadline is None:
                 # SageMaker stops every host at once; the master forwards the stop to the ranks and reports.
                 stop_deadline = time.monotonic() + 100.0
