@@ -112,11 +112,8 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
         def on_daemon_exited(host: str) -> None:
             # At the job's end mpirun exits within moments of its daemons; one that died mid-job leaves
             # mpirun waiting forever.
-            timer = threading.Timer(DAEMON_EXIT_GRACE_S, job.abort, args=(
-                f"mpirun's daemon on {host} exited and mpirun was still waiting for it {DAEMON_EXIT_GRACE_S:g} s "
-                "later: orted died there without mpirun noticing",))
-            timer.daemon = True
-            timer.start()
+            job.abort_later(DAEMON_EXIT_GRACE_S, f"mpirun's daemon on {host} exited and mpirun was still waiting "
+                            f"for it {DAEMON_EXIT_GRACE_S:g} s later: orted died there without mpirun noticing")
 
         master.on_daemon_exited = on_daemon_exited
     started = time.monotonic()

@@ -96,6 +96,10 @@ class Job:
         self._signal_job(signal.SIGTERM)
         self._arm(grace_s, self._kill)
 
+    def abort_later(self, delay: float, reason: str) -> None:
+        """abort(reason) in `delay` seconds unless the job has finished by then."""
+        self._arm(delay, lambda: self.abort(reason))
+
     def _signal_job(self, signum: int) -> None:
         try:
             self.process.send_signal(signum)
