@@ -117,6 +117,10 @@ class JobSpec:
     config_files: dict = field(default_factory=dict)  # file name -> text replacing what prepare_host writes
     during: object = None  # callable(RunningJob), run in a thread once the containers started (fault injection)
     timed_logs: bool = False  # also keep every log line with docker's timestamp (HostResult.timed_log)
+    # Heterogeneous cluster: instance group name -> its hosts, in resourceconfig.json's order (e.g.
+    # {"train": ["algo-1", "algo-2"], "data": ["algo-3"]}); empty: the one group homogeneousCluster, as SageMaker
+    # writes for a homogeneous job.
+    instance_groups: dict = field(default_factory=dict)
 
 
 def host_names(count: int) -> list:
@@ -173,11 +177,13 @@ def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:
     config.mkdir(parents=True, exist_ok=True)
     for sub in ("model", "output/data", "checkpoints", "input/data"):
         (root / sub).mkdir(parents=True, exist_ok=True)
+    groups = spec.instance_groups or {"homogeneousCluster": hosts}
     (config / "resourceconfig.json").write_text(json.dumps({
         "current_host": host, "hosts": hosts, "network_interface_name": spec.interface_name,
-        "current_instance_type": spec.instance_type, "current_group_name": "homogeneousCluster",
-        "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": spec.instance_type,
-                             "hosts": hosts}],
+        "current_instance_type": spec.instance_type,
+        "current_group_name": next((name for name, members in groups.items() if host in members), None),
+        "instance_groups": [{"instance_group_name": name, "instance_type": spec.instance_type, "hosts": list(members)}
+                            for name, members in groups.items()],
     }))
     # SDK v2 JSON-encodes every hyperparameter value; do the same so the launcher sees what SageMaker sends.
     (config / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) for k, v in spec.hyperparameters.items()}))
@@ -428,6 +434,8 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--pipe-epochs", type=int, default=1)
+    parser.add_argument("--instance-group", action="append", default=[], metavar="NAME=HOST,HOST",
+                        help="a heterogeneous cluster's instance group (repeat; default: one homogeneousCluster)")
     args = parser.parse_args(argv)
 
     channels = []
@@ -438,7 +446,9 @@ def main(argv=None) -> int:
     spec = JobSpec(image=args.image, hosts=args.hosts,
                    hyperparameters=dict(item.split("=", 1) for item in args.hp),
                    channels=channels, env=dict(item.split("=", 1) for item in args.env),
-                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs)
+                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs,
+                   instance_groups={name: hosts.split(",") for name, _, hosts in
+                                    (item.partition("=") for item in args.instance_group)})
     if args.workdir.exists():
         shutil.rmtree(args.workdir)
     args.workdir.mkdir(parents=True)

@@ -102,6 +102,7 @@ class Plan:
     handshake_port: int
     run_dir: str
     notes: tuple[str, ...] = field(default=())
+    role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
 
     @property
     def workers(self) -> tuple[str, ...]:
@@ -140,6 +141,19 @@ def choose_interface(requested: str | None, facts: HostFacts) -> tuple[str | Non
 def program_name_of(config: TrainingConfig) -> str | None:
     """The built-in program's name, or None for a user script."""
     return config.settings.program if config.settings.submit_directory is None else None
+
+
+def outside_distribution_reason(config: TrainingConfig) -> str | None:
+    """Why this host runs the program on its own, outside the MPI job, or None when it is one of the distribution
+    hosts. As the toolkit: a host whose instance group is not a distribution group runs the program alone, as one
+    process, and its own exit code is its result (heterogeneous clusters: e.g. a data-loading group)."""
+    resource = config.resource
+    if resource.current_host in resource.distribution_hosts:
+        return None
+    group = resource.group_of(resource.current_host)
+    return (f"outside the distribution: instance group {group!r} is not in sagemaker_distribution_instance_groups "
+            f"{list(config.settings.distribution_instance_groups or ())}; runs the program on its own, one process "
+            f"(MPI runs on {', '.join(resource.distribution_hosts)}, master {resource.master_host})")
 
 
 def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str) -> Program:
@@ -297,14 +311,23 @@ def make_plan(
 ) -> Plan:
     settings, resource = config.settings, config.resource
     notes = list(config.warnings)
+    hosts = resource.distribution_hosts
+    outside_reason = outside_distribution_reason(config)
+    if outside_reason:
+        settings = replace(settings, processes_per_host=1, mpi_enabled=False)
+        hosts = (resource.current_host,)
+    elif config.settings.distribution_instance_groups is None and len(resource.instance_groups) > 1:
+        notes.append(f"sagemaker_distribution_instance_groups not set: MPI spans this host's instance group "
+                     f"{resource.group_of(resource.current_host)!r} only (each group its own job, as the toolkit "
+                     "does with MPI enabled)")
 
     # The R-CNN programs' `horovod=false` is the non-Horovod baseline: one process per host over all of
     # its devices with MXNet's kvstore, so no MPI and one host only.
     horovod_off = (program_name_of(config) in ("faster_rcnn", "mask_rcnn") and "horovod" in config.program_args
                    and not parse_bool("horovod", config.program_args["horovod"]))
     if horovod_off:
-        if len(resource.hosts) > 1:
-            raise PlanError(f"horovod=false runs one process on one host; this job has {len(resource.hosts)} "
+        if len(hosts) > 1:
+            raise PlanError(f"horovod=false runs one process on one host; this job has {len(hosts)} "
                             "hosts (use horovod=true, or instance_count=1)")
         if settings.processes_per_host not in (None, 1) or settings.mpi_enabled:
             raise PlanError("horovod=false runs one process without MPI: remove sagemaker_mpi_enabled and "
@@ -327,7 +350,6 @@ def make_plan(
             )
     else:
         per_host = max(1, facts.gpu_count)
-    hosts = resource.hosts
     total = per_host * len(hosts)
     if settings.mpi_enabled is False and per_host > 1:
         raise PlanError(
@@ -431,6 +453,7 @@ def make_plan(
         handshake_port=settings.handshake_port,
         run_dir=run_dir,
         notes=tuple(notes),
+        role_reason=outside_reason or "",
     )
 
 
@@ -447,7 +470,7 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
     slots = ", ".join(f"{h}:{plan.processes_per_host}" for h in plan.hosts)
     processes = f"{plan.total_processes} process{'es' if plan.total_processes != 1 else ''}"
     lines = [
-        f"role: {plan.role}",
+        f"role: {plan.role}" + (f" ({plan.role_reason})" if plan.role_reason else ""),
         f"current host: {plan.current_host}  master: {plan.master_host}",
         f"hosts: {slots}  ({processes}, {'MPI' if plan.use_mpi else 'no MPI'})",
         f"interface: {plan.interface}",
