@@ -228,3 +228,8 @@ def test_training_env_keys_and_environment_sourced_values():
     assert set(training_env) >= {"job_name", "log_level", "input_dir", "output_dir", "distribution_hosts",
                                  "is_hetero", "module_name", "additional_framework_parameters",
                                  "is_modelparallel_enabled", "num_neurons", "output_intermediate_dir"}
+
+
+def test_mpi_options_count_only_when_mpirun_runs():
+    hps = {"sagemaker_mpi_enabled": "false", **options("-x HOROVOD_TIMELINE=/opt/ml/output/t.json")}
+    assert plan(config(hps, hosts=("algo-1",))).stray_outputs == ()

@@ -347,7 +347,8 @@ def make_plan(
     if settings.horovod_cycle_time_ms is not None:
         default("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", "horovod_cycle_time_ms")
     nccl_debug_rule(settings.nccl_debug, facts, base_env, env, notes, default)
-    strays = find_stray_outputs(config.paths, settings.custom_mpi_options, {**base_env, **env})
+    # mpirun options apply only when there is an mpirun.
+    strays = find_stray_outputs(config.paths, settings.custom_mpi_options if use_mpi else (), {**base_env, **env})
     notes += [stray.warning(config.paths) for stray in strays]
 
     # Every rank, MPI or not, starts through rank_env: this host's SM_* values, line-buffered output, and the
