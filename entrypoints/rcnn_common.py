@@ -135,10 +135,15 @@ def _positive_float(text):
     return value
 
 
+def _list_text(text):
+    """'17,23', or '[17, 23]': the sagemaker-training toolkit passes a JSON list hyperparameter that way."""
+    return str(text).strip().removeprefix("[").removesuffix("]")
+
+
 def _short_side(text):
     """N, or MIN,MAX for a random short side per training image (validation uses MAX)."""
     try:
-        parts = [int(p) for p in str(text).split(",") if p.strip()]
+        parts = [int(p) for p in _list_text(text).split(",") if p.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid short side {text!r}: use N or MIN,MAX") from None
     if len(parts) not in (1, 2) or min(parts) < 32 or (len(parts) == 2 and parts[0] > parts[1]):
@@ -148,7 +153,7 @@ def _short_side(text):
 
 def _epoch_list(text):
     try:
-        values = sorted(int(p) for p in str(text).split(",") if p.strip())
+        values = sorted(int(p) for p in _list_text(text).split(",") if p.strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid epoch list {text!r}: use comma-separated integers") from None
     if any(v < 0 for v in values):

@@ -245,6 +245,13 @@ def test_hyperparameters_parse_like_sagemaker_sends_them():
         (True, True, False, [17, 23])
 
 
+def test_list_hyperparameters_as_the_toolkit_passes_json_lists():
+    # hyperparameters {"lr-decay-epoch": [8, 4], "short": [640, 800]}: the toolkit passes Python's str() of each.
+    args = rc.build_parser(rc.FASTER_RCNN, "x").parse_args(["--lr-decay-epoch", "[8, 4]", "--short", "[640, 800]",
+                                                           "--use-fpn", "True"])
+    assert args.lr_decay_epoch == [4, 8] and args.short == (640, 800) and args.use_fpn is True
+
+
 def test_bad_boolean_names_key_and_value(tmp_path):
     out = subprocess.run([sys.executable, str(h.SCRIPTS["faster"]), "--use-fpn", "maybe"],
                          capture_output=True, text=True, timeout=60, env=h.base_env(tmp_path))

@@ -7,7 +7,9 @@ import pytest
 from sagemaker_mxnet_horovod.config import (
     ConfigError,
     Paths,
+    command_line_arguments,
     decode_hyperparameter,
+    format_argument,
     load_training_config,
     parse_bool,
     parse_float,
@@ -56,14 +58,22 @@ def test_ints_and_floats():
 
 
 @pytest.mark.parametrize("raw,decoded", [
+    # As the toolkit: every value JSON-decoded, else kept as it is.
     ('"mnist"', "mnist"),  # SDK v2 JSON-encodes strings
     ("mnist", "mnist"),
-    ("3", "3"),  # numbers stay text: typed parsers decide per key
-    ("False", "False"),  # not guessed into a bool
+    ("3", 3),
+    ("0.5", 0.5),
+    ("1e-3", 0.001),
+    ('"3"', "3"),  # a string that looks like a number stays a string
+    ("007", "007"),  # not JSON
+    ("true", True),
+    ("False", "False"),  # not JSON: the typed parsers read it as false
+    ("null", None),
     ('[1, 2]', [1, 2]),
     ('{"a": 1}', {"a": 1}),
     ('"unterminated', '"unterminated'),
-    (5, 5),
+    ("", ""),
+    (5, 5),  # a hand-written file may hold non-strings
 ])
 def test_decode_hyperparameter(raw, decoded):
     assert decode_hyperparameter(raw) == decoded
@@ -183,7 +193,7 @@ def test_bad_knobs(hps, message):
 
 def test_sm_hps_overrides_file():
     hps = parse_hyperparameters({"epochs": "1", "lr": "0.1"}, {"SM_HPS": '{"epochs": 5}'})
-    assert hps == {"epochs": 5, "lr": "0.1"}
+    assert hps == {"epochs": 5, "lr": 0.1}
     with pytest.raises(ConfigError, match="SM_HPS is not valid JSON"):
         parse_hyperparameters({}, {"SM_HPS": "{epochs"})
 
@@ -194,8 +204,8 @@ def test_program_args_exclude_launcher_keys():
         {"sagemaker_program": '"mnist"', "horovod_timeline": "true", "mpi_peer_timeout_s": "5",
          "batch-size": "64", "use_fpn": "False", "layers": "[1, 2]"},
         {"train": {}}, {})
-    assert dict(config.program_args) == {"batch-size": "64", "use_fpn": "False", "layers": "[1, 2]"}
-    assert [c.name for c in config.channels] == ["train"]
+    assert dict(config.program_args) == {"batch-size": "64", "layers": "[1, 2]", "use_fpn": "False"}
+    assert list(config.program_args) == ["batch-size", "layers", "use_fpn"]  # sorted, as the toolkit    assert [c.name for c in config.channels] == ["train"]
 
 
 def write_config(root: Path, resource=None, hps=None, inputs=None, raw=None):
@@ -342,3 +352,42 @@ def test_bad_instance_groups(change, message):
     change(resource)
     with pytest.raises(ConfigError, match=message):
         parse_resource_config(resource, {})
+@pytest.mark.parametrize("options,nccl_debug,for_mpirun", [
+    # AWS's Horovod example, verbatim.
+    ("-verbose --NCCL_DEBUG=INFO", "INFO", ("-verbose",)),
+    ("--NCCL_DEBUG WARN -x A=1", "WARN", ("-x", "A=1")),
+    ("--NCCL_DEBUG=INFO -x B=2 --NCCL_DEBUG=TRACE", "TRACE", ("-x", "B=2")),  # the last wins, as with argparse
+    ("-x NCCL_DEBUG=INFO", None, ("-x", "NCCL_DEBUG=INFO")),  # mpirun's own -x: left to mpirun
+    ("-x 'MSG=a b'", None, ("-x", "MSG=a b")),
+    ("", None, ()),
+])
+def test_custom_mpi_options_nccl_debug_as_the_toolkit(options, nccl_debug, for_mpirun):
+    settings, _ = parse_launcher_settings(parse_hyperparameters(
+        {"sagemaker_mpi_custom_mpi_options": json.dumps(options)}, {}), {})
+    assert settings.nccl_debug == nccl_debug
+    assert settings.custom_mpi_options == for_mpirun
+
+
+@pytest.mark.parametrize("options", ["--NCCL_DEBUG", "--NCCL_DEBUG -x A=1", "--NCCL_DEBUG="])
+def test_nccl_debug_without_value(options):
+    with pytest.raises(ConfigError, match="sagemaker_mpi_custom_mpi_options: .*needs a value"):
+        parse_launcher_settings({"sagemaker_mpi_custom_mpi_options": options}, {})
+
+
+@pytest.mark.parametrize("value,argument", [
+    (3, "3"), (0.1, "0.1"), (True, "True"), (False, "False"), ("a b", "a b"), ("3", "3"),
+    ([1, "a"], "[1, 'a']"), ({"b": 2, "a": True}, "a=True,b=2"), (None, ""),
+])
+def test_arguments_formatted_as_the_toolkit(value, argument):
+    assert format_argument(value) == argument
+
+
+def test_arguments_sorted_single_letter_keys_one_dash():
+    assert command_line_arguments({"lr": "0.1", "b": "2", "epochs": "3"}) == [
+        "-b", "2", "--epochs", "3", "--lr", "0.1"]
+
+
+def test_sagemaker_reserved_keys_are_not_the_programs():
+    config = parse_training_config(
+        PATHS, None, {"_tuning_objective_metric": "acc", "default_user_module_name": "x", "epochs": "2"}, None, {})
+    assert dict(config.program_args) == {"epochs": "2"}

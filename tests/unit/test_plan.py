@@ -44,7 +44,7 @@ def test_single_process_runs_program_without_mpi():
     p = plan(config(hps={"epochs": "3"}))
     assert p.role == "single" and not p.use_mpi and p.total_processes == 1
     assert p.command == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.rank_env", "/run/sagemaker-cluster",
-                         "--", "/opt/venv/bin/python", "/opt/entrypoints/mnist.py", "--epochs", "3")
+                         "/opt/ml/code", "--", "/opt/venv/bin/python", "/opt/entrypoints/mnist.py", "--epochs", "3")
     assert "mpirun" not in p.command
     assert "OMP_NUM_THREADS" not in p.env
 
@@ -245,9 +245,13 @@ def test_toolkit_compatible_sm_environment():
     assert json.loads(env["SM_CHANNELS"]) == ["test", "train"]
     assert env["SM_MODEL_DIR"] == "/opt/ml/model" and env["SM_OUTPUT_DATA_DIR"] == "/opt/ml/output/data"
     assert env["SM_NUM_GPUS"] == "0" and env["SM_NUM_CPUS"] == "2"
-    assert json.loads(env["SM_HPS"]) == {"batch-size": "64", "lr": "0.1"}  # no launcher keys
+    assert json.loads(env["SM_HPS"]) == {"batch-size": 64, "lr": 0.1}  # JSON types; no launcher keys
     assert env["SM_HP_BATCH-SIZE"] == "64"
     assert json.loads(env["SM_USER_ARGS"]) == ["--batch-size", "64", "--lr", "0.1"]
+    assert json.loads(env["SM_FRAMEWORK_PARAMS"]) == {}  # sagemaker_program is the toolkit's own
+    assert env["SM_CURRENT_INSTANCE_GROUP"] == "homogeneousCluster" and env["SM_CURRENT_INSTANCE_TYPE"] == "local"
+    assert env["SM_LOG_LEVEL"] == "20" and env["SM_NUM_NEURONS"] == "0" and env["SM_FRAMEWORK_MODULE"] == ""
+    assert env["SM_MODULE_DIR"] == "/opt/ml/code" and env["SM_MODULE_NAME"] == "mnist"
     assert json.loads(env["SM_INPUT_DATA_CONFIG"])["train"]["TrainingInputMode"] == "Pipe"
     training_env = json.loads(env["SM_TRAINING_ENV"])
     assert training_env["current_host"] == "algo-1" and training_env["hosts"] == ["algo-1", "algo-2"]

@@ -24,6 +24,7 @@ from sagemaker_mxnet_horovod.failure import (
     rank_failure_message,
     write_failure,
 )
+from sagemaker_mxnet_horovod.outputs import copy_stray_outputs
 from sagemaker_mxnet_horovod.plan import (
     DEFAULT_ENTRYPOINTS_DIR,
     DEFAULT_RUN_DIR,
@@ -216,7 +217,7 @@ def main(argv=None) -> int:
         log(line)
 
     try:
-        for directory in (paths.model_dir, paths.output_data_dir, Path(plan.run_dir)):
+        for directory in (paths.model_dir, paths.output_data_dir, paths.code_dir, Path(plan.run_dir)):
             directory.mkdir(parents=True, exist_ok=True)
         if not plan.program.builtin:
             fetch_user_code(plan)
@@ -242,6 +243,8 @@ def main(argv=None) -> int:
 
         traceback.print_exc()
         return fail(paths, f"launcher error on {plan.current_host}: {type(error).__name__}: {error}")
+    finally:
+        copy_stray_outputs(plan.stray_outputs, log)  # files written where SageMaker would not upload them
 
 
 if __name__ == "__main__":

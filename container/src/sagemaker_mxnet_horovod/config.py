@@ -19,6 +19,9 @@ BUILTIN_PROGRAMS = ("mnist", "faster_rcnn", "mask_rcnn")
 
 # Hyperparameter prefixes the launcher consumes; keys with them never reach the training program.
 LAUNCHER_PREFIXES = ("sagemaker_", "horovod_", "mpi_")
+# Keys SageMaker itself sets that the toolkit never passes to the program either (hyperparameter tuning jobs
+# add _tuning_objective_metric).
+TOOLKIT_RESERVED_KEYS = ("_tuning_objective_metric", "default_user_module_name")
 
 DEFAULT_PEER_TIMEOUT_S = 300.0
 DEFAULT_HANDSHAKE_PORT = 7420
@@ -129,7 +132,8 @@ class LauncherSettings:
     submit_directory: str | None = None
     mpi_enabled: bool | None = None  # None: decided by the process count
     processes_per_host: int | None = None
-    custom_mpi_options: tuple[str, ...] = ()
+    custom_mpi_options: tuple[str, ...] = ()  # for mpirun, without the toolkit's own --NCCL_DEBUG
+    nccl_debug: str | None = None  # --NCCL_DEBUG in custom_mpi_options (the toolkit's option)
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     handshake_port: int = DEFAULT_HANDSHAKE_PORT
     horovod_autotune: bool = False
@@ -199,30 +203,34 @@ def parse_float(key: str, value: Any, minimum: float | None = None) -> float:
 
 
 def decode_hyperparameter(value: Any) -> Any:
-    """SDK v2 JSON-encodes every value ('"mnist"', '3', '[1, 2]'); hand-written files use plain strings.
+    """As the sagemaker-training toolkit reads hyperparameters.json: each value JSON-decoded, else kept as is.
 
-    JSON strings, numbers, lists and objects are decoded; anything that is not valid JSON stays the string
-    it was (so 'False' or 'resnet50_v1b' pass through as written). Booleans are never guessed here: the
-    typed parsers decide, per key.
+    SageMaker writes every value as a string; SDK v2 JSON-encodes them ('"mnist"', '3', '[1, 2]', 'true'), so
+    '3' is the number 3 and 'true' the boolean, while 'False' or 'resnet50_v1b' (not JSON) stay strings. The
+    launcher's typed parsers accept both forms, per key.
     """
-    if not isinstance(value, str):
+    try:
+        return json.loads(value)
+    except (ValueError, TypeError):
         return value
-    text = value.strip()
-    if text[:1] in ('"', "[", "{"):
-        try:
-            return json.loads(text)
-        except ValueError:
-            return value
-    return value
 
 
 def format_argument(value: Any) -> str:
-    """How a decoded hyperparameter is passed on the program's command line."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value)
+    """A decoded hyperparameter as the toolkit passes it to the program (mapping.to_cmd_args): Python's str()
+    (True, 0.1, [1, 2]), None as '', a dict as k=v,k=v (sorted)."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in sorted(value.items()))
     return str(value)
+
+
+def command_line_arguments(program_args: Mapping[str, str]) -> list[str]:
+    """The program's arguments as the toolkit builds them: keys sorted, --key value (-k value for one letter)."""
+    argv = []
+    for key in sorted(program_args):
+        argv += [f"--{key}" if len(key) > 1 else f"-{key}", program_args[key]]
+    return argv
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -429,6 +437,31 @@ def _knob(hps: Mapping[str, Any], env: Mapping[str, str], key: str) -> Any:
     return None
 
 
+def split_nccl_debug(options: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """The toolkit's own option in sagemaker_mpi_custom_mpi_options: `--NCCL_DEBUG=X` or `--NCCL_DEBUG X` sets
+    NCCL_DEBUG on every rank (AWS's Horovod examples pass '-verbose --NCCL_DEBUG=INFO'); mpirun would reject it.
+    The last one wins, as with the toolkit's argparse. Returns (its value or None, the options for mpirun)."""
+    value, rest, i = None, [], 0
+    while i < len(options):
+        token = options[i]
+        if token == "--NCCL_DEBUG":
+            if i + 1 >= len(options) or options[i + 1].startswith("-"):
+                raise ConfigError("hyperparameter sagemaker_mpi_custom_mpi_options: --NCCL_DEBUG needs a value "
+                                  "(--NCCL_DEBUG=INFO)")
+            value = options[i + 1]
+            i += 2
+            continue
+        if token.startswith("--NCCL_DEBUG="):
+            value = token.partition("=")[2]
+            if not value:
+                raise ConfigError(f"hyperparameter sagemaker_mpi_custom_mpi_options: {token!r} needs a value "
+                                  "(--NCCL_DEBUG=INFO)")
+        else:
+            rest.append(token)
+        i += 1
+    return value, tuple(rest)
+
+
 def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> tuple[LauncherSettings, list[str]]:
     warnings = [
         f"unknown launcher hyperparameter {key!r} ignored (known: {', '.join(sorted(_KNOWN_KNOBS))})"
@@ -445,6 +478,7 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
         custom_options = tuple(shlex.split(str(custom))) if custom else ()
     except ValueError as error:
         raise ConfigError(f"hyperparameter sagemaker_mpi_custom_mpi_options={custom!r}: {error}") from None
+    nccl_debug, custom_options = split_nccl_debug(custom_options)
 
     program = _knob(hps, env, "sagemaker_program")
     submit_directory = _knob(hps, env, "sagemaker_submit_directory")
@@ -456,6 +490,7 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
             "sagemaker_mpi_num_of_processes_per_host", lambda k, v: parse_int(k, v, minimum=1)
         ),
         custom_mpi_options=custom_options,
+        nccl_debug=nccl_debug,
         peer_timeout_s=optional("mpi_peer_timeout_s", lambda k, v: parse_float(k, v, minimum=1))
         or DEFAULT_PEER_TIMEOUT_S,
         handshake_port=optional("mpi_handshake_port", lambda k, v: parse_int(k, v, minimum=1))
@@ -488,6 +523,11 @@ def parse_hyperparameters(data: Any, env: Mapping[str, str], source: str = "hype
     return hps
 
 
+def is_program_hyperparameter(key: str) -> bool:
+    """Whether a hyperparameter reaches the program (SM_HPS, its arguments) rather than the launcher."""
+    return not key.startswith(LAUNCHER_PREFIXES) and key not in TOOLKIT_RESERVED_KEYS
+
+
 def load_training_config(env: Mapping[str, str] | None = None) -> TrainingConfig:
     """Read /opt/ml/input/config/*.json (root from SAGEMAKER_BASE_DIR) with SM_* overrides."""
     env = os.environ if env is None else env
@@ -511,9 +551,7 @@ def parse_training_config(
     resource = replace(resource, distribution_hosts=resolve_distribution_hosts(
         resource, settings.distribution_instance_groups))
     channels = parse_input_data_config(input_data)
-    program_args = {
-        key: format_argument(value) for key, value in hps.items() if not key.startswith(LAUNCHER_PREFIXES)
-    }
+    program_args = {key: format_argument(hps[key]) for key in sorted(hps) if is_program_hyperparameter(key)}
     return TrainingConfig(
         paths=paths,
         resource=resource,

@@ -5,15 +5,22 @@ Nothing here touches the system. `make_plan` is what `train --dry-run` prints an
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.config import BUILTIN_PROGRAMS, ConfigError, TrainingConfig, parse_bool
+from sagemaker_mxnet_horovod.config import (
+    BUILTIN_PROGRAMS,
+    ConfigError,
+    TrainingConfig,
+    command_line_arguments,
+    parse_bool,
+)
 from sagemaker_mxnet_horovod.facts import HostFacts
+from sagemaker_mxnet_horovod.outputs import StrayOutput, find_stray_outputs
 from sagemaker_mxnet_horovod.rank_env import SKIP_PREFIXES
+from sagemaker_mxnet_horovod.toolkit_env import sm_environment
 
 DEFAULT_ENTRYPOINTS_DIR = "/opt/entrypoints"
 DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
@@ -103,6 +110,7 @@ class Plan:
     run_dir: str
     notes: tuple[str, ...] = field(default=())
     role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
+    stray_outputs: tuple[StrayOutput, ...] = ()  # copied into output/data when the job ends
 
     @property
     def workers(self) -> tuple[str, ...]:
@@ -159,9 +167,7 @@ def outside_distribution_reason(config: TrainingConfig) -> str | None:
 def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str) -> Program:
     settings = config.settings
     name = settings.program
-    args = []
-    for key, value in config.program_args.items():
-        args += [f"--{key}", value]
+    args = command_line_arguments(config.program_args)
     if not name:
         raise PlanError(
             "no program to run: set hyperparameter sagemaker_program to one of "
@@ -189,65 +195,25 @@ def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str) -
                    code_dir=code_dir)
 
 
-def program_env(config: TrainingConfig, facts: HostFacts, interface: str | None, program: Program) -> dict:
+def program_env(config: TrainingConfig, facts: HostFacts, interface: str | None, program: Program,
+                base_env: Mapping[str, str]) -> dict:
     """SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged."""
-    paths, resource = config.paths, config.resource
-    user_hps = {k: v for k, v in config.hyperparameters.items() if k in config.program_args}
-    channel_dirs = {c.name: str(paths.data_dir / c.name) for c in config.channels}
-    user_args = [item for key, value in config.program_args.items() for item in (f"--{key}", value)]
-    group_hosts = next((g.hosts for g in resource.instance_groups if g.name == resource.current_group_name), ())
-    training_env = {
-        "hosts": list(resource.hosts),
-        "current_host": resource.current_host,
-        "master_hostname": resource.master_host,
-        "is_master": resource.is_master,
-        "network_interface_name": interface,
-        "hyperparameters": user_hps,
-        "channel_input_dirs": channel_dirs,
-        "input_data_config": config.raw_input_data_config,
-        "resource_config": config.raw_resource_config,
-        "current_instance_type": resource.current_instance_type,
-        "current_instance_group": resource.current_group_name,
-        "num_cpus": facts.cpu_count,
-        "num_gpus": facts.gpu_count,
-        "model_dir": str(paths.model_dir),
-        "output_data_dir": str(paths.output_data_dir),
-        "user_entry_point": program.name,
-        "module_dir": program.submit_directory or str(Path(program.argv[1]).parent),
-    }
-    env = {
-        "SM_HOSTS": json.dumps(list(resource.hosts)),
-        "SM_CURRENT_HOST": resource.current_host,
-        "SM_MASTER_ADDR": resource.master_host,
-        "SM_NETWORK_INTERFACE_NAME": interface or "",
-        "SM_NUM_CPUS": str(facts.cpu_count),
-        "SM_NUM_GPUS": str(facts.gpu_count),
-        "SM_CURRENT_INSTANCE_TYPE": resource.current_instance_type or "",
-        "SM_CURRENT_INSTANCE_GROUP": resource.current_group_name or "",
-        "SM_CURRENT_INSTANCE_GROUP_HOSTS": json.dumps(list(group_hosts)),
-        "SM_MODEL_DIR": str(paths.model_dir),
-        "SM_INPUT_DIR": str(paths.input_dir),
-        "SM_INPUT_CONFIG_DIR": str(paths.config_dir),
-        "SM_OUTPUT_DIR": str(paths.output_dir),
-        "SM_OUTPUT_DATA_DIR": str(paths.output_data_dir),
-        "SM_OUTPUT_INTERMEDIATE_DIR": str(paths.output_intermediate_dir),
-        "SM_CHECKPOINT_DIR": str(paths.checkpoint_dir),
-        "SM_CHANNELS": json.dumps(sorted(channel_dirs)),
-        "SM_HPS": json.dumps(user_hps),
-        "SM_USER_ARGS": json.dumps(user_args),
-        "SM_USER_ENTRY_POINT": program.name,
-        "SM_MODULE_NAME": Path(program.name).stem,
-        "SM_MODULE_DIR": training_env["module_dir"],
-        "SM_RESOURCE_CONFIG": json.dumps(config.raw_resource_config),
-        "SM_INPUT_DATA_CONFIG": json.dumps(config.raw_input_data_config),
-        "SM_FRAMEWORK_PARAMS": "{}",
-        "SM_TRAINING_ENV": json.dumps(training_env),
-    }
-    for name, path in channel_dirs.items():
-        env[f"SM_CHANNEL_{name.upper()}"] = path
-    for key, value in config.program_args.items():
-        env[f"SM_HP_{key.upper()}"] = value
-    return env
+    return sm_environment(config, facts.cpu_count, facts.gpu_count, interface, program.name, base_env)
+
+
+def nccl_debug_rule(requested: str | None, facts: HostFacts, base_env: Mapping[str, str], env: dict,
+                    notes: list, default) -> None:
+    """NCCL_DEBUG: `--NCCL_DEBUG=X` in sagemaker_mpi_custom_mpi_options sets it on every rank, over the
+    environment (the toolkit passes it as `-x NCCL_DEBUG=X`). Otherwise WARN on GPU hosts, where the toolkit
+    defaults to INFO: INFO prints NCCL's setup from every rank at every start (dozens of lines per GPU) into
+    the job's log; WARN still prints NCCL's warnings and errors."""
+    if requested is not None:
+        env["NCCL_DEBUG"] = requested
+        overridden = f", over NCCL_DEBUG={base_env['NCCL_DEBUG']} in the environment" if "NCCL_DEBUG" in base_env else ""
+        notes.append(f"NCCL_DEBUG={requested} (--NCCL_DEBUG in sagemaker_mpi_custom_mpi_options{overridden})")
+    elif facts.gpu_count:
+        default("NCCL_DEBUG", "WARN", "NCCL's warnings and errors; --NCCL_DEBUG=INFO in "
+                                      "sagemaker_mpi_custom_mpi_options for its setup details")
 
 
 def mpi_params(interface: str | None, yield_when_idle: bool, run_dir: str | None,
@@ -367,7 +333,7 @@ def make_plan(
         raise PlanError("no network interface found for a multi-host job (no default route, no interface)")
 
     program = resolve_program(config, python, entrypoints_dir)
-    sm_env = program_env(config, facts, interface, program)
+    sm_env = program_env(config, facts, interface, program, base_env)
 
     env: dict[str, str] = {}
 
@@ -402,9 +368,15 @@ def make_plan(
                 "horovod_fusion_threshold_mb")
     if settings.horovod_cycle_time_ms is not None:
         default("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", "horovod_cycle_time_ms")
+    nccl_debug_rule(settings.nccl_debug, facts, base_env, env, notes, default)
+    # mpirun options apply only when there is an mpirun.
+    strays = find_stray_outputs(config.paths, settings.custom_mpi_options if use_mpi else (), {**base_env, **env})
+    notes += [stray.warning(config.paths) for stray in strays]
 
-    # Every rank, MPI or not, starts through rank_env: this host's SM_* values, line-buffered output.
-    rank_argv = (python, "-m", "sagemaker_mxnet_horovod.rank_env", run_dir, "--", *program.argv)
+    # Every rank, MPI or not, starts through rank_env: this host's SM_* values, line-buffered output, and the
+    # code directory as its working directory, as under the toolkit (scripts open files next to them).
+    rank_argv = (python, "-m", "sagemaker_mxnet_horovod.rank_env", run_dir, str(config.paths.code_dir), "--",
+                 *program.argv)
     command: tuple[str, ...] = rank_argv
     rank_hosts: tuple[str, ...] = (resource.current_host,)
     role = "single"
@@ -454,6 +426,7 @@ def make_plan(
         run_dir=run_dir,
         notes=tuple(notes),
         role_reason=outside_reason or "",
+        stray_outputs=tuple(strays),
     )
 
 

@@ -8,8 +8,10 @@
 - mpirun --tag-output tags every chunk a rank writes. Block-buffered output arrives late, unbuffered
   output (PYTHONUNBUFFERED) arrives in pieces and gets tagged mid-line, breaking metric regexes. A Python
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
+- The program starts in WORKDIR (the code directory), as under the sagemaker-training toolkit: scripts open
+  files next to them. mpirun would start ranks on other hosts in its own working directory.
 
-usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR -- PROGRAM [ARGS...]
+usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
 """
 
 import json
@@ -23,14 +25,18 @@ SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
 
 
 def main(argv: list) -> None:
-    if len(argv) < 3 or argv[1] != "--":
-        sys.exit("usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR -- PROGRAM [ARGS...]")
-    run_dir, program = argv[0], argv[2:]
+    if len(argv) < 4 or argv[2] != "--":
+        sys.exit("usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]")
+    run_dir, workdir, program = argv[0], argv[1], argv[3:]
     try:
         with open(os.path.join(run_dir, RANK_ENV_FILE)) as f:
             os.environ.update({k: v for k, v in json.load(f).items() if not k.startswith(SKIP_PREFIXES)})
     except FileNotFoundError:
         pass  # not started by the launcher (plain mpirun): the exported environment is all there is
+    try:
+        os.chdir(workdir)
+    except OSError as error:
+        sys.exit(f"rank_env: cannot start the program in {workdir}: {error.strerror}")
     if program[0] == sys.executable and len(program) > 1 and program[1].endswith(".py"):
         script = program[1]
         for stream in (sys.stdout, sys.stderr):
