@@ -53,3 +53,20 @@ def test_failure_file_written_by_the_users_program_is_kept_on_every_host(image, 
     for host in result.hosts:
         assert len(host.failure) <= 1024
         assert not (host.root / "output" / "success").exists()
+
+
+def test_single_host_keeps_the_users_failure_text_and_writes_no_success(image, tmp_path):
+    result = run(image, tmp_path, hosts=1, hps=PROGRAM, env={"FAIL_HOST": "algo-1"})
+    assert result.exit_codes == [1], result.describe()
+    lines = result.master.failure.splitlines()
+    assert lines[0] == USER_TEXT.format(host="algo-1")
+    assert lines[1] == ("train: mxnet_module_job.py on algo-1 exited with code 1: "
+                        "RuntimeError: rank 0 on algo-1: bad labels")
+    assert not (result.master.root / "output" / "success").exists()
+
+
+def test_single_host_success(image, tmp_path):
+    result = run(image, tmp_path, hosts=1, hps=PROGRAM)
+    assert result.exit_codes == [0], result.describe()
+    assert (result.master.root / "output" / "success").read_text() == ""
+    assert (result.master.root / "model" / "model-shapes.json").exists()
