@@ -42,6 +42,9 @@ hvd.broadcast_parameters(arg_params, root_rank=0)
 module.set_params(arg_params, aux_params)
 optimizer = hvd.DistributedOptimizer(mx.optimizer.SGD(learning_rate=0.05 * hvd.size()))
 module.fit(train_iter, kvstore=None, optimizer=optimizer, num_epoch=args.epochs, eval_metric="mse")
+# fit() returns with the last batch's allreduces still queued: finish them on every rank before any rank
+# exits (an exiting rank shuts Horovod down under the others).
+mx.nd.waitall()
 print(f"rank {rank} on {host}: trained; scheduler host {scheduler_host(args.hosts)}")
 
 save(args.model_dir, module)
