@@ -46,6 +46,8 @@ def test_two_hosts_train_mnist(run_example, generation):
     with tarfile.open(run.model_artifacts.with_name("output.tar.gz")) as output:
         assert any(name.startswith("tensorboard/events.out.tfevents.") for name in output.getnames()), \
             output.getnames()
+        # As AWS's MXNet image tests expect after a successful job (the toolkit writes it too).
+        assert "success" in output.getnames(), output.getnames()
 
     # One accuracy line per epoch, as reported by rank 0, agreeing with the exported metrics.
     epochs = [(int(m.group(1)), float(m.group(2))) for m in EPOCH_LINE.finditer(run.log)]

@@ -18,11 +18,15 @@ from pathlib import Path
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.config import ConfigError, Paths, load_training_config
 from sagemaker_mxnet_horovod.failure import (
+    clear_previous_outcome,
+    compose_failure,
     describe_exit,
     parse_mpirun_failure,
     process_failure_message,
     rank_failure_message,
+    read_user_failure,
     write_failure,
+    write_success,
 )
 from sagemaker_mxnet_horovod.outputs import copy_stray_outputs
 from sagemaker_mxnet_horovod.plan import (
@@ -46,9 +50,19 @@ def log(message: str) -> None:
     print(f"train: {message}", file=sys.stderr, flush=True)
 
 
-def fail(paths: Paths, message: str, code: int = 1) -> int:
-    written = write_failure(paths.failure_file, message)
+def fail(paths: Paths, message: str, code: int = 1, other_hosts_texts=()) -> int:
+    """Write the failure file: what the user's program wrote there during the job (this host's, then other
+    hosts' (host, text) pairs) first, then the launcher's message."""
+    own = read_user_failure(paths.failure_file)
+    written = write_failure(paths.failure_file, compose_failure(message, [(None, own), *other_hosts_texts]))
     log(f"FAILED: {written}")
+    return code
+
+
+def succeed(paths: Paths, code: int) -> int:
+    """After a successful job, the empty `success` file the toolkit writes, on every host."""
+    if code == 0:
+        write_success(paths.output_dir)
     return code
 
 
@@ -148,10 +162,10 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
             failure = f"{result.abort_reason}\n{failure}"
     if master:
         released = time.monotonic()
-        master.finish(code, failure)
+        master.finish(code, failure, user_failure=read_user_failure(paths.failure_file) if code else None)
         log(f"{len(plan.workers)} worker(s) released in {time.monotonic() - released:.2f} s")
     if failure:
-        return fail(paths, failure, code)
+        return fail(paths, failure, code, sorted(master.user_failures.items()) if master else ())
     return 0
 
 
@@ -175,7 +189,7 @@ def run_worker(plan: Plan, paths: Paths, facts) -> int:
     try:
         ready.set()  # from here the worker waits for the master's verdict even when stopped
         outcome = serve_master(plan.master_host, plan.handshake_port, plan.current_host, sshd,
-                               time.monotonic() + plan.peer_timeout_s, stop_requested)
+                               time.monotonic() + plan.peer_timeout_s, stop_requested, paths.failure_file)
     except ClusterError as error:
         return fail(paths, f"worker {plan.current_host}: {error}")
     except StopRequested as stop:
@@ -183,7 +197,8 @@ def run_worker(plan: Plan, paths: Paths, facts) -> int:
     finally:
         sshd.stop()
     if outcome.exit_code:
-        return fail(paths, f"worker {plan.current_host}: {outcome.failure}", outcome.exit_code)
+        return fail(paths, f"worker {plan.current_host}: {outcome.failure}", outcome.exit_code,
+                    [(plan.master_host, outcome.master_user_failure)])
     log(f"job finished on {plan.master_host}; worker {plan.current_host} done")
     return 0
 
@@ -198,6 +213,10 @@ def main(argv=None) -> int:
 
     env = dict(os.environ)
     paths = Paths(Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml")))
+    if not args.dry_run:
+        # Whatever is there at the end must be this job's: its user's program's failure text, our verdict.
+        for removed in clear_previous_outcome(paths.output_dir):
+            log(f"removed {removed}, left by an earlier run in this directory")
     signal.signal(signal.SIGTERM, _raise_stop)
     try:
         config = load_training_config(env)
@@ -234,8 +253,8 @@ def main(argv=None) -> int:
 
     try:
         if plan.role == "worker":
-            return run_worker(plan, paths, facts)
-        return run_single_or_master(plan, {**env, **plan.env}, paths, facts)
+            return succeed(paths, run_worker(plan, paths, facts))
+        return succeed(paths, run_single_or_master(plan, {**env, **plan.env}, paths, facts))
     except StopRequested as stop:
         return fail(paths, f"stopped by {stop} before the job started", 143)
     except Exception as error:  # noqa: BLE001

@@ -8,8 +8,10 @@ Protocol (JSON lines over TCP, worker connects to the master's handshake port):
   worker -> {"type": "launched"} once mpirun's daemon (orted) runs on the worker
   worker -> {"type": "daemon_exited"} when that daemon is gone again (normal at the job's end; before
             then, mpirun waits for it forever: the master ends the job if mpirun has not within a grace)
-  master -> {"type": "done", "exit_code": N, "failure": "..."}
-  worker -> {"type": "bye"}
+  master -> {"type": "done", "exit_code": N, "failure": "...", "user_failure": "..."}
+  worker -> {"type": "bye", "user_failure": "..."}
+user_failure: what the user's program wrote to that host's /opt/ml/output/failure during the job (or null),
+so each host's failure file can show the text the user's program wrote on another host.
 The per-job key never leaves the job: the master generates it, gives each worker the public half, and pins
 each worker's freshly generated host key in its known_hosts, so ssh checks host keys strictly.
 Every wait has a deadline and, when it expires, says what it waited for.
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
+from sagemaker_mxnet_horovod.failure import read_user_failure
 
 HEARTBEAT_S = 5.0
 HEARTBEAT_TIMEOUT_S = 30.0  # a worker that hears nothing from the master for this long gives up
@@ -180,6 +183,7 @@ class Master:
         self.closing = False
         self.on_worker_lost = None  # callback(host) while the job runs
         self.on_daemon_exited = None  # callback(host): mpirun's daemon on that worker is gone
+        self.user_failures: dict[str, str] = {}  # worker -> what the user's program wrote to its failure file
         self.watchers: list[threading.Thread] = []
 
     def listen(self) -> None:
@@ -289,6 +293,8 @@ class Master:
                         self.cond.notify_all()
                 elif message.get("type") == "daemon_exited" and not self.closing and self.on_daemon_exited:
                     self.on_daemon_exited(link.host)
+                elif message.get("type") == "bye" and message.get("user_failure"):
+                    self.user_failures[link.host] = str(message["user_failure"])
         except (OSError, ClusterError):
             pass
         if not self.closing and self.on_worker_lost:
@@ -324,14 +330,17 @@ class Master:
             except OSError:
                 pass
 
-    def finish(self, exit_code: int, failure: str | None, timeout_s: float = 10.0) -> None:
-        """Tell every worker the job's outcome and wait (briefly) for each to acknowledge."""
+    def finish(self, exit_code: int, failure: str | None, timeout_s: float = 10.0,
+               user_failure: str | None = None) -> None:
+        """Tell every worker the job's outcome and wait (briefly) for each to acknowledge (its `bye` carries
+        its user's failure text, into user_failures)."""
         self.closing = True
         with self.cond:
             self.cond.notify_all()
         for link in self.links.values():
             try:
-                link.connection.send({"type": "done", "exit_code": exit_code, "failure": failure})
+                link.connection.send({"type": "done", "exit_code": exit_code, "failure": failure,
+                                      "user_failure": user_failure})
             except OSError:
                 pass
         # Each worker answers "bye" and closes its end, which ends its watcher: wait for that, briefly.
@@ -395,11 +404,13 @@ def connect(host: str, port: int, deadline: float) -> Connection:
 class WorkerOutcome:
     exit_code: int
     failure: str | None
+    master_user_failure: str | None = None  # what the user's program wrote to the master's failure file
 
 
 def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline: float,
-                 stop_requested: threading.Event) -> WorkerOutcome:
-    """Check in with the master, run sshd for its mpirun, and wait for the job's outcome."""
+                 stop_requested: threading.Event, failure_file: Path | None = None) -> WorkerOutcome:
+    """Check in with the master, run sshd for its mpirun, and wait for the job's outcome. failure_file: this
+    host's, whose text from the user's program the master gets with `bye`."""
     try:
         sshd.launch()
         launch_error = None
@@ -451,14 +462,17 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
                                         "without reporting the job's result (it crashed or was killed)")
             kind = message.get("type")
             if kind == "done":
+                code = int(message.get("exit_code", 1))
+                # The job has ended: this host's ranks have too, and whatever they wrote is complete.
+                user_failure = read_user_failure(failure_file) if failure_file and code else None
                 try:
-                    connection.send({"type": "bye"})
+                    connection.send({"type": "bye", "user_failure": user_failure})
                 except OSError:
                     pass
-                code = int(message.get("exit_code", 1))
                 if code == 0:
                     return WorkerOutcome(0, None)
-                return WorkerOutcome(code, f"the job failed on {master}: {message.get('failure') or f'exit code {code}'}")
+                return WorkerOutcome(code, f"the job failed on {master}: {message.get('failure') or f'exit code {code}'}",
+                                     master_user_failure=message.get("user_failure") or None)
             if kind == "reject":
                 raise ClusterError(f"the master {master} rejected this worker: {message.get('message')}")
             if kind == "stop":

@@ -2,6 +2,12 @@
 
 The cause goes first (which host or rank, exit code or signal, the error line), then the detail. The
 parsers of mpirun's output are pure and unit-tested on captured text.
+
+A failure file the user's own program wrote during the job is kept: its text comes first, then the
+launcher's diagnosis (the toolkit keeps the user's file and drops its own message; we keep both). The job's
+outcome files of an earlier run in the same directory are cleared at the start (SDK local mode and
+scripts/local_job.py can reuse a directory; on SageMaker it starts empty), so what is there at the end was
+written by this job.
 """
 
 from __future__ import annotations
@@ -169,6 +175,65 @@ def fit(message: str, limit: int = FAILURE_LIMIT) -> str:
         return first[: limit - 3] + "..."
     room = limit - len(first) - len("\n...\n")
     return f"{first}\n...\n{rest[-room:]}"
+
+
+# The launcher's part of a failure file that also holds the user's text starts with this, so a reader can
+# tell the two apart.
+LAUNCHER_PREFIX = "train: "
+# The launcher's first line keeps at least this much room after the user's text (longer ones are cut).
+LAUNCHER_HEAD_ROOM = 300
+USER_TEXT_CUT = " [...]"
+
+
+def compose_failure(diagnosis: str, user_texts: Sequence[tuple[str | None, str | None]],
+                    limit: int = FAILURE_LIMIT) -> str:
+    """The users' failure texts first, then the launcher's diagnosis, within `limit` characters.
+
+    user_texts: (host, text) pairs; host None is this host (unlabelled), others are labelled "[host] ".
+    Empty texts are skipped; with none left the diagnosis is returned unchanged. The user's part is cut
+    (its beginning kept, where people put the cause) so that the diagnosis's first line, up to
+    LAUNCHER_HEAD_ROOM characters, still fits; the rest of the diagnosis fills what remains."""
+    parts = [text if host is None else f"[{host}] {text}" for host, text in user_texts if text and text.strip()]
+    if not parts:
+        return diagnosis
+    user = "\n".join(part.strip() for part in parts)
+    launcher = LAUNCHER_PREFIX + diagnosis
+    head = launcher.partition("\n")[0]
+    # fit() cuts a first line that leaves it 20 characters or fewer: reserve those too.
+    user_room = limit - 1 - min(len(head) + 21, LAUNCHER_HEAD_ROOM)
+    if len(user) > user_room:
+        user = user[: user_room - len(USER_TEXT_CUT)].rstrip() + USER_TEXT_CUT
+    return f"{user}\n{fit(launcher, limit - len(user) - 1)}"
+
+
+def read_user_failure(path: Path, limit: int = FAILURE_LIMIT) -> str | None:
+    """What the user's program wrote to the failure file during this job (stripped), None if nothing."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as file:
+            text = file.read(limit).strip()
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    return text or None
+
+
+def clear_previous_outcome(output_dir: Path) -> list[str]:
+    """Remove `failure` and `success` left by an earlier run in this directory; describes each removed."""
+    removed = []
+    for name in ("failure", "success"):
+        path = output_dir / name
+        if path.is_file():
+            first = (read_user_failure(path) or "").partition("\n")[0]
+            path.unlink()
+            removed.append(f"{path}" + (f" ({_short(first)})" if first else ""))
+    return removed
+
+
+def write_success(output_dir: Path) -> Path:
+    """The empty `success` file the toolkit writes after a successful job."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    path = output_dir / "success"
+    path.write_text("")
+    return path
 
 
 def write_failure(path: Path, message: str) -> str:
