@@ -53,7 +53,7 @@ def v3_mpi(args) -> str:
         distributed=MPI(process_count_per_node=args.processes_per_host,
                         mpi_additional_options=["-x", "USER_MARKER=from mpi_additional_options"]),
         compute=Compute(instance_type="local_cpu", instance_count=2),
-        hyperparameters=HYPERPARAMETERS,
+        hyperparameters={**HYPERPARAMETERS, **dict(kv.split("=", 1) for kv in args.hyperparameter)},
         training_mode=Mode.LOCAL_CONTAINER,
         local_container_root=root,
         base_job_name="hvd-user-script",
@@ -73,6 +73,8 @@ def main() -> int:
     parser.add_argument("--distribution", choices=["mpi", "parameter_server"], default="mpi")
     parser.add_argument("--processes-per-host", type=int, default=1)
     parser.add_argument("--custom-mpi-options", default="")
+    parser.add_argument("--hyperparameter", action="append", default=[], metavar="KEY=VALUE",
+                        help="v3-mpi: one more hyperparameter")
     parser.add_argument("--print-hyperparameters", action="store_true", help="v2-mxnet: print them and exit")
     args = parser.parse_args()
     artifacts = (v2_mxnet if args.job == "v2-mxnet" else v3_mpi)(args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import subprocess
 import sys
 import tarfile
@@ -129,3 +130,17 @@ def test_v3_model_trainer_with_mpi(run_sdk, image, train_channel, tmp_path):
     assert "SDK v3 MPI driver invocation: running the image's launcher (train) instead" in run.log, run.describe()
     check_trained_on_two_hosts(run, 2, "from mpi_additional_options")
 
+
+
+def test_v3_model_trainer_failing_script_raises(run_sdk, image, train_channel, tmp_path):
+    """A hyperparameter the script does not know: every rank's argparse exits 2, the SDK raises, and the
+    failure file names the rank and its error."""
+    run = run_sdk("v3", JOBS, "v3-mpi", *job_args(image, train_channel, tmp_path / "out",
+                                                  "--hyperparameter", "momentum=0.9"))
+    assert run.returncode not in (0, None), run.describe()
+    assert "RuntimeError" in run.log, run.describe()
+    assert [c.exit_code for c in run.containers] == [2, 2], run.describe()
+    with tarfile.open(tmp_path / "out" / "compressed_artifacts" / "output.tar.gz") as output:
+        failure = output.extractfile("failure").read().decode()
+    # Each host writes it; SageMaker (and local mode) keeps one of them.
+    assert re.search(r"rank \d on algo-\d exited with code 2: .*unrecognized arguments: --momentum 0.9", failure), failure
