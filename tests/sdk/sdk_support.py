@@ -174,21 +174,17 @@ def network_exists(name: str) -> bool:
 
 
 @pytest.fixture
-def run_example(tmp_path, image, compose, mnist_data):
-    """run_example(generation, *extra_args, train=DIR) -> SdkRun: the example script with --local under the
-    generation's SDK, its containers inspected after the SDK returns, then removed."""
+def run_sdk(tmp_path, image, compose):
+    """run_sdk(generation, script, *args) -> SdkRun: a script under the generation's SDK (offline, --output
+    left to the caller), its containers inspected after the SDK returns, then removed."""
     created: list[Container] = []
     network_was_there = network_exists("sagemaker-local")
 
-    def run(generation_name: str, *extra: str, train: Path | None = None) -> SdkRun:
+    def run(generation_name: str, script: Path, *args: str) -> SdkRun:
         generation = GENERATIONS[generation_name]
         python = sdk_python(generation)
         home = tmp_path / "home"
-        # v3 names its compose project (and so its containers) after this directory: unique per job.
-        output = tmp_path / f"job-{generation.name}-{secrets.token_hex(3)}"
-        command = [python, str(generation.example), "--local", "--image", image,
-                   "--train", str(train or mnist_data / "train"), "--test", str(mnist_data / "test"),
-                   "--output", str(output), *extra]
+        command = [python, str(script), *args]
         started = time.monotonic()
         # Its own session, so a job past the deadline is stopped with everything it started.
         process = subprocess.Popen(command, cwd=tmp_path, env=offline_environment(home), stdout=subprocess.PIPE,
@@ -201,14 +197,15 @@ def run_example(tmp_path, image, compose, mnist_data):
             log, _ = process.communicate()
             returncode = None
         seconds = time.monotonic() - started
-        (tmp_path / f"sdk-{generation.name}.log").write_text(log)
-        containers = compose_containers(tmp_path)
+        (tmp_path / f"sdk-{generation.name}-{script.stem}.log").write_text(log)
+        containers = [c for c in compose_containers(tmp_path) if c.name not in {d.name for d in created}]
         created.extend(containers)
         artifacts = None
         for line in log.splitlines():
             if line.startswith("model artifacts: "):
                 artifacts = Path(line.removeprefix("model artifacts: ").removeprefix("file://"))
-        print(f"SDK {generation.name} local-mode job: {seconds:.1f} s (exit {returncode})", file=sys.stderr)
+        print(f"SDK {generation.name} local-mode job ({script.name}): {seconds:.1f} s (exit {returncode})",
+              file=sys.stderr)
         return SdkRun(returncode, log, seconds, containers, artifacts)
 
     yield run
@@ -216,3 +213,17 @@ def run_example(tmp_path, image, compose, mnist_data):
     if not network_was_there and network_exists("sagemaker-local"):
         # The SDK's compose network, made by these tests; `docker network rm` refuses while anything uses it.
         subprocess.run([DOCKER, "network", "rm", "sagemaker-local"], capture_output=True, check=False, timeout=60)
+
+
+@pytest.fixture
+def run_example(tmp_path, image, mnist_data, run_sdk):
+    """run_example(generation, *extra_args, train=DIR) -> SdkRun: the example script with --local."""
+
+    def run(generation_name: str, *extra: str, train: Path | None = None) -> SdkRun:
+        # v3 names its compose project (and so its containers) after this directory: unique per job.
+        output = tmp_path / f"job-{generation_name}-{secrets.token_hex(3)}"
+        return run_sdk(generation_name, GENERATIONS[generation_name].example, "--local", "--image", image,
+                       "--train", str(train or mnist_data / "train"), "--test", str(mnist_data / "test"),
+                       "--output", str(output), *extra)
+
+    return run

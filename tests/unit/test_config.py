@@ -170,6 +170,19 @@ def test_unknown_launcher_knob_warns():
     assert "'horovod_fusion_mb'" in warnings[0] and "'mpi_foo'" in warnings[1]
 
 
+@pytest.mark.parametrize("value", ["true", True, "1"])
+def test_parameter_server_is_refused_with_what_to_use_instead(value):
+    # SDK v2: distribution={'parameter_server': {'enabled': True}} sets this (JSON-encoded: true).
+    with pytest.raises(ConfigError, match=r"sagemaker_parameter_server_enabled=true: this image trains with "
+                                          r"Horovod over MPI.*distribution=\{'mpi': \{'enabled': True\}\}"):
+        parse_launcher_settings({"sagemaker_parameter_server_enabled": value}, {})
+
+
+def test_parameter_server_disabled_is_fine():
+    _, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": False}, {})
+    assert warnings == []
+
+
 def test_knobs_from_environment_hyperparameter_wins():
     settings, _ = parse_launcher_settings({}, {"SAGEMAKER_PROGRAM": "mask_rcnn", "MPI_PEER_TIMEOUT_S": "12"})
     assert settings.program == "mask_rcnn" and settings.peer_timeout_s == 12

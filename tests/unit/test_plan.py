@@ -107,9 +107,13 @@ def test_more_processes_than_gpus_is_an_error():
         plan(config(hps={"sagemaker_mpi_num_of_processes_per_host": "9"}), facts=GPU8)
 
 
-def test_more_processes_than_cores_is_an_error():
-    with pytest.raises(PlanError, match="has 2 CPU core.* more processes than slots"):
-        plan(config(hps={"sagemaker_mpi_num_of_processes_per_host": "3"}))
+def test_more_processes_than_cores_share_them_with_a_note():
+    p = plan(config(hosts=("algo-1", "algo-2"), hps={"sagemaker_mpi_num_of_processes_per_host": "3"}))
+    assert p.processes_per_host == 3 and p.total_processes == 6
+    assert "algo-2:3" in p.command[p.command.index("--host") + 1]
+    assert p.env["OMP_NUM_THREADS"] == "1"
+    assert mca(p.command)["mpi_yield_when_idle"] == "1"
+    assert any("=3 on 2 CPU core(s): the ranks share the cores (oversubscribed)" in n for n in p.notes), p.notes
 
 
 def test_mpi_enabled_explicitly_on_one_process():

@@ -207,6 +207,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="train", description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="print the plan for this host and exit")
     parser.add_argument("--version", action="version", version=f"sagemaker-mxnet-horovod {__version__}")
+    parser.add_argument("--sdk-v3-driver", metavar="DIR", type=Path,
+                        help="run the SDK v3 MPI job described in DIR (its sm_drivers channel): see docs/sdk-v3.md")
     args = parser.parse_args(argv)
 
     from sagemaker_mxnet_horovod import facts as host_facts
@@ -219,7 +221,13 @@ def main(argv=None) -> int:
             log(f"removed {removed}, left by an earlier run in this directory")
     signal.signal(signal.SIGTERM, _raise_stop)
     try:
+        if args.sdk_v3_driver:
+            from sagemaker_mxnet_horovod import sdk_v3
+
+            env = sdk_v3.load_driver_env(args.sdk_v3_driver, paths.data_dir, env)
         config = load_training_config(env)
+        if args.sdk_v3_driver:
+            env.update(sdk_v3.host_env(config.resource.hosts, config.resource.current_host))
         facts = host_facts.gather(env)
         plan = make_plan(config, facts, env, python=sys.executable,
                          entrypoints_dir=env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),

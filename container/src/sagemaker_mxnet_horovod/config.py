@@ -408,6 +408,7 @@ _KNOWN_KNOBS = {
     "sagemaker_mpi_enabled",
     "sagemaker_mpi_num_of_processes_per_host",
     "sagemaker_mpi_custom_mpi_options",
+    "sagemaker_parameter_server_enabled",
     "mpi_peer_timeout_s",
     "mpi_handshake_port",
     "horovod_autotune",
@@ -473,6 +474,13 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
         value = _knob(hps, env, key)
         return None if value is None or value == "" else parse(key, value)
 
+    if optional("sagemaker_parameter_server_enabled", parse_bool):
+        # SDK v2's distribution={'parameter_server': {'enabled': True}} (MXNet's kvstore 'dist_sync').
+        raise ConfigError(
+            "hyperparameter sagemaker_parameter_server_enabled=true: this image trains with Horovod over MPI, "
+            "not with MXNet parameter servers; use distribution={'mpi': {'enabled': True}} (SDK v2) or "
+            "distributed=MPI() (SDK v3) with a Horovod script (hvd.init(), hvd.DistributedTrainer)"
+        )
     custom = _knob(hps, env, "sagemaker_mpi_custom_mpi_options")
     try:
         custom_options = tuple(shlex.split(str(custom))) if custom else ()

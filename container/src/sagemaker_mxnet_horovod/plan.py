@@ -310,10 +310,10 @@ def make_plan(
                 f"has {facts.gpu_count} GPU(s): more processes than slots"
             )
         if not facts.gpu_count and per_host > facts.cpu_count:
-            raise PlanError(
-                f"sagemaker_mpi_num_of_processes_per_host={per_host} but {resource.current_host} "
-                f"has {facts.cpu_count} CPU core(s): more processes than slots"
-            )
+            # On CPU hosts more ranks than cores only share the cores (the toolkit never refuses it);
+            # it is how small jobs and tests run several ranks per host.
+            notes.append(f"sagemaker_mpi_num_of_processes_per_host={per_host} on {facts.cpu_count} CPU core(s): "
+                         "the ranks share the cores (oversubscribed)")
     else:
         per_host = max(1, facts.gpu_count)
     total = per_host * len(hosts)
