@@ -12,8 +12,8 @@ import sm_common as smc
 from entrypoint_helpers import channels_env, run_mnist
 
 HOSTS, PER_HOST = 2, 2
-LAYOUT = [smc.DistEnv(rank=h * PER_HOST + l, size=HOSTS * PER_HOST, local_rank=l, local_size=PER_HOST)
-          for h in range(HOSTS) for l in range(PER_HOST)]
+LAYOUT = [smc.DistEnv(rank=h * PER_HOST + local, size=HOSTS * PER_HOST, local_rank=local, local_size=PER_HOST)
+          for h in range(HOSTS) for local in range(PER_HOST)]
 
 
 def config(train="FullyReplicated", test="FullyReplicated"):
@@ -80,7 +80,7 @@ def test_sharded_ranks_of_a_host_read_disjoint_halves_of_its_part(mnist_module, 
     for role, attr in (("train", "train"), ("test", "test")):
         whole = loaded(mnist_module, tiny_mnist, role)
         for host in range(HOSTS):
-            first, second = (getattr(by_rank[host * PER_HOST + l], attr) for l in range(PER_HOST))
+            first, second = (getattr(by_rank[host * PER_HOST + local], attr) for local in range(PER_HOST))
             assert rows(first).isdisjoint(rows(second))
             assert len(first) + len(second) == len(whole)
             assert rows(first) | rows(second) == rows(whole)  # the host's whole part, each sample once
