@@ -7,7 +7,13 @@ or directly as one process. ``--help`` lists every hyperparameter with its defau
 Model: ``gluoncv.model_zoo.get_model('faster_rcnn[_fpn]_<network>_coco', pretrained=False,
 pretrained_base=<--pretrained-base>)``, default faster_rcnn_resnet50_v1b_coco (80 COCO classes).
 
-Data: channel ``train`` (required) and ``val`` (optional), each in COCO 2017 layout::
+Data: channel ``train`` and ``val`` (optional), each in COCO 2017 layout, or the single ``data`` channel
+of AWS's R-CNN Horovod walkthrough (``estimator.fit({"data": "s3://BUCKET/data"})``) holding COCO as it
+ships: ``annotations/instances_train2017.json``, ``annotations/instances_val2017.json``, ``train2017/``,
+``val2017/`` (train2017 trains, val2017 validates; ``--train-split`` / ``--val-split`` rename them; a
+``val`` channel next to it validates instead). Every one of those paths must exist: a missing one fails at
+once, exit 2, ``channel 'data' is incomplete: missing <path>``. ``train`` and ``data`` together are refused
+(exit 2): pass one. The ``train``/``val`` layout::
 
     <channel>/annotations/instances_<split>.json     e.g. instances_train2017.json
     <channel>/<split>/<file_name>                     e.g. train2017/000000000009.jpg
@@ -41,6 +47,12 @@ SageMaker network isolation), the job fails within seconds, exit 2, saying how t
 
 Distribution: --horovod true (default): one process per GPU (mx.gpu(local_rank)) or per CPU rank;
 each rank trains on its own shard of every epoch's permutation; gradients are averaged with Horovod.
+The training channel (``train`` or ``data``) is split by global rank when it is FullyReplicated (every host
+holds all of it), by local rank within each host when its S3DistributionType is ShardedByS3Key (each
+host holds its own part, which must then be a complete COCO layout: its annotation file and the images it
+lists); every rank runs as many iterations as the smallest part allows. Rank 0 logs which split it used.
+Validation data from a ShardedByS3Key channel is refused (exit 2): COCO mAP is scored on rank 0 against the
+whole validation set, so give it as a FullyReplicated ``val`` channel.
 --horovod false: the non-Horovod baseline, one process over all GPUs of one host with MXNet's kvstore
 (--kv-store device|local); more than one host in SM_HOSTS is an error.
 Learning rate: --lr is for a global batch of 8 images (GluonCV: 0.00125 per image); the optimizer

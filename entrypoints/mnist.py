@@ -13,7 +13,12 @@ Data (channels ``train`` and ``test``)
         (also accepted: x/y, x_train/y_train or x_test/y_test, images/labels, image/label);
       * RecordIO files (format below).
     All recognised files of a channel are read (in name order) and concatenated. Rank r of N then
-    uses samples r, r+N, r+2N, ... of that data set. Alternatively per-rank File channels
+    uses samples r, r+N, r+2N, ... of that data set. A channel whose S3DistributionType is
+    ShardedByS3Key (SM_INPUT_DATA_CONFIG) holds a different part on each host: it is split by local
+    rank instead (local rank l of L ranks per host uses samples l, l+L, ... of its host's part), so
+    the job trains on every host's part once per epoch; rank 0 logs one line per channel saying which
+    split was used. A sharded ``test`` channel works the same way: each host scores its own part and
+    the counts are summed, so val_accuracy covers the union of the hosts' parts. Alternatively per-rank File channels
     train_0..train_{N-1} (no ``train`` channel): rank r uses all of train_r.
     Every rank runs the same number of steps per epoch (the smallest shard decides); shards are
     reshuffled every epoch, so samples past that count are still used in other epochs.
@@ -35,7 +40,8 @@ Data (channels ``train`` and ``test``)
 Outputs
     * Rank 0 logs one line per epoch (regexes: METRIC_DEFINITIONS)::
           epoch=3 train_loss=0.1234 train_accuracy=0.9712 val_accuracy=0.9801 samples_per_sec=1234.5 ...
-      samples_per_sec counts all ranks' training samples over the epoch's training time.
+      samples_per_sec counts all ranks' training samples over the epoch's training time, train_samples
+      the samples all ranks trained on in the epoch.
       val_accuracy covers the whole test set: every rank scores its shard, correct/total are summed.
     * Rank 0 exports the model to the model dir: model-symbol.json + model-0000.params
       (``mx.gluon.nn.SymbolBlock.imports(symbol, ["data"], params)``) and metrics.json.
@@ -66,6 +72,7 @@ import time
 import traceback
 import zipfile
 
+import channel_sharding
 import sm_common as smc
 
 PROG = "mnist"
@@ -352,11 +359,11 @@ def _as_float(images):
     return images
 
 
-def to_dataset(images, labels, source, rank=0, size=1):
-    """Rank `rank`'s shard (samples rank::size) as a Dataset."""
+def to_dataset(images, labels, source, index=0, count=1):
+    """Part `index` of `count` (samples index::count) as a Dataset."""
     np = _np()
-    shard_images = _as_float(images[rank::size]).reshape(-1, 1, IMAGE_SIDE, IMAGE_SIDE)
-    return Dataset(np.ascontiguousarray(shard_images), labels[rank::size].astype(np.float32), source)
+    shard_images = _as_float(images[index::count]).reshape(-1, 1, IMAGE_SIDE, IMAGE_SIDE)
+    return Dataset(np.ascontiguousarray(shard_images), labels[index::count].astype(np.float32), source)
 
 
 class Stopped(Exception):
@@ -386,8 +393,9 @@ class DataPlan:
     """Where this rank's train/test data comes from; File-mode data is loaded and validated here."""
 
     def __init__(self, args, env, stop=None):
-        self.rank, self.size, self.stop = env.rank, env.size, stop
-        config = smc.input_data_config()
+        self.env, self.rank, self.size, self.stop = env, env.rank, env.size, stop
+        self.sharding = []  # one log line per channel read whole and split between ranks
+        config = self.config = smc.input_data_config()
         self.train_pipe = smc.per_rank_pipe_channels(config, "train", env.size)
         self.test_pipe = None
         self.train = self.test = None
@@ -403,10 +411,12 @@ class DataPlan:
     def _load_file_channel(self, base, flag_dir):
         if flag_dir or smc.channel_exists(base) or not smc.channel_exists(f"{base}_0"):
             images, labels, source = load_channel(smc.channel_dir(base, flag_dir), base, base)
-            if len(labels) < self.size:
-                raise smc.EntrypointError(f"channel '{base}' has {len(labels)} samples, fewer than the "
-                                          f"{self.size} ranks")
-            return to_dataset(images, labels, source, self.rank, self.size)
+            shard = channel_sharding.shard_for(self.config, base, self.env)
+            if len(labels) < shard.count:
+                where = "on this host, fewer than its" if shard.per_host else "fewer than the"
+                raise smc.EntrypointError(f"channel '{base}' has {len(labels)} samples {where} {shard.count} ranks")
+            self.sharding.append(shard.describe())
+            return to_dataset(images, labels, source, shard.index, shard.count)
         # Per-rank File channels base_0..base_{N-1}: this rank's channel whole.
         have = 0
         while smc.channel_exists(f"{base}_{have}"):
@@ -666,6 +676,8 @@ class TrainingJob:
         args = self.args
         self.log(f"mnist: world_size={self.size} context={self.ctx} per_rank_batch={args.batch_size} "
                  f"lr={self.lr:g} epochs={args.epochs} {self.plan.describe()}")
+        for line in self.plan.sharding:
+            self.log(f"mnist: {line}")
         history = []
         val_accuracy = None
         for epoch in range(self.start_epoch, args.epochs + 1):
@@ -681,11 +693,12 @@ class TrainingJob:
             rate = samples / max(seconds, 1e-9)
             train_loss, train_accuracy = loss / max(samples, 1), correct / max(samples, 1)
             history.append({"epoch": epoch, "train_loss": train_loss, "train_accuracy": train_accuracy,
-                            "val_accuracy": val_accuracy, "samples_per_sec": rate, "seconds": seconds})
+                            "val_accuracy": val_accuracy, "samples_per_sec": rate, "seconds": seconds,
+                            "train_samples": int(samples), "val_samples": val_total})
             self.log(smc.format_metrics([
                 ("epoch", epoch), ("train_loss", train_loss), ("train_accuracy", train_accuracy),
                 ("val_accuracy", val_accuracy), ("samples_per_sec", rate), ("lr", self.lr),
-                ("val_samples", val_total), ("time_sec", seconds)]))
+                ("val_samples", val_total), ("train_samples", int(samples)), ("time_sec", seconds)]))
             self.tb.scalars(epoch, {"train/loss": train_loss, "train/accuracy": train_accuracy,
                                     "validation/accuracy": val_accuracy, "train/learning_rate": self.lr,
                                     "train/samples_per_sec": rate})

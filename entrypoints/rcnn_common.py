@@ -19,7 +19,9 @@ Conventions:
     x ranks, warmed up linearly from ``lr_warmup_factor`` over ``--lr-warmup`` iterations.
   * All ranks run the same number of iterations per epoch (else a gradient allreduce would wait
     forever): each epoch the train images are permuted with a seed shared by all ranks and rank r
-    takes every size-th image from position r; iterations = images per rank // per-rank batch.
+    takes every size-th image from position r; iterations = images per rank // per-rank batch. A
+    ShardedByS3Key channel uses local rank and ranks per host instead (channel_sharding), and the
+    smallest host part sets the iterations.
 """
 
 import argparse
@@ -40,11 +42,15 @@ import urllib.request
 import warnings
 import zipfile
 
+import channel_sharding
 import sm_common as smc
 
 LR_REFERENCE_BATCH = 8  # --lr is the learning rate for this many images per iteration (global)
 DEFAULT_TRAIN_SPLIT_PREFIX = "train"
 DEFAULT_VAL_SPLIT_PREFIX = "val"
+# AWS's R-CNN Horovod walkthrough passes one channel, `data`, holding COCO 2017 as COCO ships it.
+DATA_CHANNEL = "data"
+DATA_TRAIN_SPLIT, DATA_VAL_SPLIT = "train2017", "val2017"
 DOWNLOAD_TIMEOUT_SECONDS = 10  # per socket operation
 DOWNLOAD_DEADLINE_SECONDS = 600  # whole download of a backbone (~100 MB)
 FASTER_VAL_SCORE_THRESH = 0.05  # COCODetectionMetric's default: lower scores are dropped anyway
@@ -258,10 +264,27 @@ def resolve_paths(args, environ=None):
                                            smc.SM_CHECKPOINT_DIR_DEFAULT, environ)
     args.output_data_dir = smc.resolve_path(args.output_data_dir, "SM_OUTPUT_DATA_DIR",
                                             smc.SM_OUTPUT_DATA_DIR_DEFAULT, environ)
-    args.train_dir = smc.channel_dir("train", args.train_dir, environ)
+    args.train_channel, args.train_dir = train_source(args.train_dir, environ)
     args.val_dir_explicit = bool(args.val_dir) or smc.channel_exists("val", environ)
     args.val_dir = smc.channel_dir("val", args.val_dir, environ)
     args.pretrained_dir = smc.channel_dir("pretrained", args.pretrained_dir, environ)
+
+
+def train_source(flag_dir, environ=None):
+    """(channel name, directory) of the training data: --train-dir, else the `train` channel, else the
+    walkthrough's `data` channel (COCO's own layout). Both channels at once is ambiguous: an error."""
+    environ = os.environ if environ is None else environ
+    if flag_dir:
+        return "train", flag_dir
+    has_train, has_data = smc.channel_exists("train", environ), smc.channel_exists(DATA_CHANNEL, environ)
+    if has_train and has_data:
+        raise smc.EntrypointError(
+            f"both a 'train' and a '{DATA_CHANNEL}' channel were given: pass one of them, either 'train' (and "
+            f"optionally 'val') or '{DATA_CHANNEL}' in COCO's layout (annotations/, {DATA_TRAIN_SPLIT}/, "
+            f"{DATA_VAL_SPLIT}/)")
+    if has_data:
+        return DATA_CHANNEL, smc.channel_dir(DATA_CHANNEL, None, environ)
+    return "train", smc.channel_dir("train", None, environ)
 
 
 def check_distribution(args, env, environ=None):
@@ -449,19 +472,59 @@ def _usable(ann, entry, masks):
     return area > 0 and x2 > x1 and y2 > y1
 
 
+def check_data_channel_layout(directory, train_split, val_split):
+    """The `data` channel must hold COCO's layout for the splits the job uses (val_split None: the val
+    channel validates instead); the first missing path is an error naming the channel and the path."""
+    if not os.path.isdir(directory):
+        raise smc.EntrypointError(f"missing {DATA_CHANNEL} channel: directory {directory} does not exist")
+    needed = []
+    for split in filter(None, (train_split, val_split)):
+        needed += [(os.path.join(directory, "annotations", f"instances_{split}.json"), os.path.isfile),
+                   (os.path.join(directory, split), os.path.isdir)]
+    for path, exists in needed:
+        if not exists(path):
+            layout = ", ".join(os.path.relpath(p, directory) + ("/" if check is os.path.isdir else "")
+                               for p, check in needed)
+            raise smc.EntrypointError(f"channel '{DATA_CHANNEL}' is incomplete: missing {path} (it must hold COCO's "
+                                      f"layout: {layout})")
+
+
+def load_data_channel(args, kind):
+    """(train, val) from the walkthrough's `data` channel: train2017 trains, val2017 validates (--train-split
+    and --val-split rename them; a `val` channel, when given, validates instead)."""
+    train_split = args.train_split or DATA_TRAIN_SPLIT
+    val_split = None if args.val_dir_explicit else (args.val_split or DATA_VAL_SPLIT)
+    check_data_channel_layout(args.train_dir, train_split, val_split)
+    ann = os.path.join(args.train_dir, "annotations")
+    train = load_channel("train", args.train_dir, train_split, os.path.join(ann, f"instances_{train_split}.json"),
+                         kind.masks, require_usable=True)
+    if val_split is None:
+        return train, load_val_channel(args, kind)
+    val = load_channel("val", args.train_dir, val_split, os.path.join(ann, f"instances_{val_split}.json"),
+                       kind.masks, require_usable=False)
+    return train, val
+
+
+def load_val_channel(args, kind):
+    if not os.path.isdir(args.val_dir):
+        raise smc.EntrypointError(f"missing val channel: directory {args.val_dir} does not exist")
+    vsplit, vpath = choose_split("val", args.val_dir, args.val_split, DEFAULT_VAL_SPLIT_PREFIX)
+    return load_channel("val", args.val_dir, vsplit, vpath, kind.masks, require_usable=False)
+
+
 def load_inputs(args, kind):
-    """(train ChannelData, val ChannelData or None). Validation data: the val channel when there is
-    one; else a val* split next to the train split in the train channel; else none (a warning)."""
+    """(train ChannelData, val ChannelData or None). From the `data` channel: see load_data_channel.
+    Else validation data is the val channel when there is one; else a val* split next to the train split
+    in the train channel; else none (a warning)."""
+    if args.train_channel == DATA_CHANNEL:
+        return load_data_channel(args, kind)
     if not os.path.isdir(args.train_dir):
         raise smc.EntrypointError(f"missing train channel: directory {args.train_dir} does not exist")
     split, path = choose_split("train", args.train_dir, args.train_split, DEFAULT_TRAIN_SPLIT_PREFIX)
     train = load_channel("train", args.train_dir, split, path, kind.masks, require_usable=True)
     val = None
     if args.val_dir_explicit:
-        if not os.path.isdir(args.val_dir):
-            raise smc.EntrypointError(f"missing val channel: directory {args.val_dir} does not exist")
-        vsplit, vpath = choose_split("val", args.val_dir, args.val_split, DEFAULT_VAL_SPLIT_PREFIX)
-        val = load_channel("val", args.val_dir, vsplit, vpath, kind.masks, require_usable=False)
+        val = load_val_channel(args, kind)
     else:
         others = {s: p for s, p in annotation_splits(args.train_dir).items() if s != split}
         if args.val_split:
@@ -475,6 +538,20 @@ def load_inputs(args, kind):
                 vsplit, vpath = next(iter(candidates.items()))
                 val = load_channel("val", args.train_dir, vsplit, vpath, kind.masks, require_usable=False)
     return train, val
+
+
+def train_shard(args, env, val, config):
+    """This rank's channel_sharding.Shard of the training data. Validation is scored on rank 0 against the
+    whole validation set's annotations, so a val set from a ShardedByS3Key channel (a part per host) is an
+    error rather than a silently partial mAP."""
+    shard = channel_sharding.shard_for(config, args.train_channel, env)
+    val_channel = "val" if args.val_dir_explicit else args.train_channel
+    if val is not None and channel_sharding.s3_distribution(config, val_channel) == channel_sharding.SHARDED_BY_S3_KEY:
+        fix = "give it as a FullyReplicated 'val' channel" if val_channel != "val" else "make it FullyReplicated"
+        raise smc.EntrypointError(
+            f"the validation data comes from channel '{val_channel}', which is ShardedByS3Key (each host holds a "
+            f"part), but COCO mAP is computed on rank 0 over the whole validation set: {fix}")
+    return shard
 
 
 # --------------------------------------------------------------------------------------------
@@ -729,8 +806,9 @@ class Stopped(Exception):
 
 
 class Job:
-    def __init__(self, kind, args, env, train, val, stop):
+    def __init__(self, kind, args, env, train, val, stop, shard):
         self.kind, self.args, self.env, self.train_data, self.val_data, self.stop = kind, args, env, train, val, stop
+        self.shard = shard  # which part of the train images this rank trains on (channel_sharding.Shard)
         self.tb = self.hvd = None
         self.rank = env.rank
 
@@ -867,12 +945,17 @@ class Job:
         self.train_ds, self.val_ds = make_datasets(kind, self.train_data, self.val_data, gdata)
         if len(self.train_ds) == 0:
             raise smc.EntrypointError(f"empty train set: no usable image in {self.train_data.annotation_file}")
-        self.steps = steps_per_epoch(len(self.train_ds), self.size, self.per_rank_batch,
+        self.steps = steps_per_epoch(len(self.train_ds), self.shard.count, self.per_rank_batch,
                                      args.max_iterations_per_epoch)
+        if self.shard.per_host and self.distributed:
+            # Hosts hold parts of different sizes: every rank runs as many iterations as the smallest allows.
+            self.steps = min(self.hvd.allgather_object(self.steps, name="rcnn.steps"))
         if self.steps == 0:
+            ranks = f"{self.shard.count} ranks per host" if self.shard.per_host else f"{self.size} ranks"
             raise smc.EntrypointError(
-                f"train set too small: {len(self.train_ds)} usable images cannot give each of {self.size} ranks "
-                f"a batch of {self.per_rank_batch} images ({self.train_data.annotation_file})")
+                f"train set too small: {len(self.train_ds)} usable images (on some host, for a ShardedByS3Key channel) "
+                f"cannot give each of {ranks} a batch of {self.per_rank_batch} images "
+                f"({self.train_data.annotation_file})")
         short = args.short
         val_short = short[-1] if isinstance(short, tuple) else short
         net = self.net
@@ -893,8 +976,8 @@ class Job:
         del mx
 
     def train_loader(self, epoch, skip):
-        batches = epoch_batches(self.np, len(self.train_ds), self.aspect_ratios, self.args.seed, epoch, self.rank,
-                                self.size, self.per_rank_batch, self.steps)
+        batches = epoch_batches(self.np, len(self.train_ds), self.aspect_ratios, self.args.seed, epoch,
+                                self.shard.index, self.shard.count, self.per_rank_batch, self.steps)
         sampler = _ListBatchSampler(batches[skip:])
         return self.mx.gluon.data.DataLoader(self.train_transformed, batch_sampler=sampler,
                                              batchify_fn=self.train_batchify, num_workers=self.args.num_workers)
@@ -1057,6 +1140,7 @@ class Job:
                  f"val_images={len(self.val_ds) if self.val_ds is not None else 0} short={args.short} "
                  f"max_size={args.max_size} pretrained_base={self.pretrained_path or False}")
         self.log(self.train_data.describe())
+        self.log(f"{kind.prog}: {self.shard.describe()}")
         if self.val_data is not None:
             self.log(self.val_data.describe())
         else:
@@ -1332,8 +1416,9 @@ def main(kind, description, argv=None):
         check_distribution(args, env)
         # Everything up to Job.setup is local: a bad input fails on every rank before MPI is initialised.
         train, val = load_inputs(args, kind)
+        shard = train_shard(args, env, val, smc.input_data_config())
         smc.limit_cpu_threads(env.local_size)  # before mxnet is imported
-        job = Job(kind, args, env, train, val, stop)
+        job = Job(kind, args, env, train, val, stop, shard)
         job.setup()
         job.run()
         job.shutdown()

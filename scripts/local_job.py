@@ -5,7 +5,9 @@
 Each host gets its own /opt/ml (a directory under --workdir) with resourceconfig.json, hyperparameters.json
 and inputdataconfig.json; containers join a private network under the names algo-1..algo-N, while their own
 hostnames are random (as in SDK local mode, where the hostname is the container id). Channels are
-bind-mounted read-only; Pipe-mode channels are fed through FIFOs <channel>_<epoch> as SageMaker does.
+bind-mounted read-only; Pipe-mode channels are fed through FIFOs <channel>_<epoch> as SageMaker does. A
+ShardedByS3Key channel gives each host its own part, as SageMaker does: `--channel train=part1,part2:ShardedByS3Key`
+(one directory per host, in host order).
 
   scripts/local_job.py --image sagemaker-mxnet-horovod:cpu --hosts 2 \\
       --hp sagemaker_program=mnist --hp epochs=2 --channel train=data/train --channel test=data/test
@@ -91,6 +93,11 @@ class Channel:
     name: str
     source: Path
     mode: str = "File"  # File | Pipe
+    distribution: str = "FullyReplicated"  # S3DistributionType in inputdataconfig.json: or ShardedByS3Key
+    host_sources: dict = field(default_factory=dict)  # host -> its own part (File mode), instead of source
+
+    def source_for(self, host: str) -> Path:
+        return self.host_sources.get(host, self.source)
 
 
 @dataclass
@@ -188,7 +195,7 @@ def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:
     # SDK v2 JSON-encodes every hyperparameter value; do the same so the launcher sees what SageMaker sends.
     (config / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) for k, v in spec.hyperparameters.items()}))
     (config / "inputdataconfig.json").write_text(json.dumps({
-        c.name: {"TrainingInputMode": c.mode, "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
+        c.name: {"TrainingInputMode": c.mode, "S3DistributionType": c.distribution, "RecordWrapperType": "None"}
         for c in spec.channels}))
     for name, text in spec.config_files.items():
         (config / name).write_text(text)
@@ -315,7 +322,7 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: b
                 args += ["--network-alias", host]
             for channel in spec.channels:
                 if channel.mode == "File":
-                    args += ["-v", f"{channel.source.resolve()}:/opt/ml/input/data/{channel.name}:ro"]
+                    args += ["-v", f"{channel.source_for(host).resolve()}:/opt/ml/input/data/{channel.name}:ro"]
             for source, target, mode in spec.extra_mounts:
                 args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
             if host in spec.cpusets:
@@ -429,7 +436,8 @@ def main(argv=None) -> int:
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="hyperparameter")
-    parser.add_argument("--channel", action="append", default=[], metavar="NAME=DIR[:Pipe]")
+    parser.add_argument("--channel", action="append", default=[], metavar="NAME=DIR[:Pipe]",
+                        help="a channel; NAME=DIR1,DIR2,...:ShardedByS3Key gives host N its own DIR N")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))
     parser.add_argument("--timeout", type=float, default=1800)
@@ -442,7 +450,13 @@ def main(argv=None) -> int:
     for item in args.channel:
         name, _, rest = item.partition("=")
         source, _, mode = rest.partition(":")
-        channels.append(Channel(name, Path(source), mode or "File"))
+        if mode == "ShardedByS3Key":
+            parts = [Path(p) for p in source.split(",")]
+            if len(parts) != args.hosts:
+                parser.error(f"--channel {item}: {len(parts)} parts for {args.hosts} hosts")
+            channels.append(Channel(name, parts[0], "File", mode, dict(zip(host_names(args.hosts), parts))))
+        else:
+            channels.append(Channel(name, Path(source), mode or "File"))
     spec = JobSpec(image=args.image, hosts=args.hosts,
                    hyperparameters=dict(item.split("=", 1) for item in args.hp),
                    channels=channels, env=dict(item.split("=", 1) for item in args.env),

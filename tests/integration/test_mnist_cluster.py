@@ -10,10 +10,12 @@ from local_job import Channel, JobSpec, run_job
 
 @pytest.fixture(scope="module")
 def mnist_data(image, tmp_path_factory):
-    """Synthetic MNIST made by the image's own data tool, plus 2 per-rank RecordIO shards for Pipe mode."""
+    """Synthetic MNIST made by the image's own data tool, plus 2 per-rank RecordIO shards for Pipe mode and
+    2 IDX parts of train and test (parts/train_0, parts/test_0, ...), one per host of a ShardedByS3Key job."""
     root = tmp_path_factory.mktemp("mnist")
     script = "synth-data mnist /data/mnist && synth-data shard /data/mnist/train /data/shards --shards 2 " \
-             "--format recordio"
+             "--format recordio && synth-data shard /data/mnist/train /data/parts --shards 2 && " \
+             "synth-data shard /data/mnist/test /data/parts --shards 2 --channel test"
     subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "sh", image, "-c", script],
                    check=True, capture_output=True)
     return root
@@ -36,6 +38,24 @@ def test_two_hosts_file_mode_learns(image, mnist_data, tmp_path):
     epoch_lines = [line for line in result.master.logs.splitlines()
                    if "train_loss=" in line and "val_accuracy=" in line]
     assert len(epoch_lines) == 3 and all(line.count("<stdout>") == 1 for line in epoch_lines), epoch_lines
+
+
+def test_sharded_by_s3_key_channels_train_every_sample_once_per_epoch(image, mnist_data, tmp_path):
+    """Each host holds a different half of train and test (ShardedByS3Key), 1 rank per host: each rank reads
+    its host's whole part, so every epoch trains on all 6000 samples once and validates on all 1000 (split by
+    global rank, as for a FullyReplicated channel, each rank would read half of its host's half)."""
+    parts = mnist_data / "parts"
+    hosts = ["algo-1", "algo-2"]
+    channels = [Channel(name, parts / f"{name}_0", distribution="ShardedByS3Key",
+                        host_sources={host: parts / f"{name}_{i}" for i, host in enumerate(hosts)})
+                for name in ("train", "test")]
+    result = mnist_job(image, tmp_path, channels, epochs="2")
+    assert result.exit_codes == [0, 0], result.describe()
+    logs = result.master.logs
+    assert "channel 'train' is ShardedByS3Key" in logs and "channel 'test' is ShardedByS3Key" in logs, logs
+    history = json.loads((result.master.root / "model" / "metrics.json").read_text())["history"]
+    assert [(h["train_samples"], h["val_samples"]) for h in history] == [(6000, 1000)] * 2, history
+    assert history[-1]["val_accuracy"] >= 0.9, history
 
 
 def test_two_hosts_pipe_mode(image, mnist_data, tmp_path):

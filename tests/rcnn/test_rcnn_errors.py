@@ -110,3 +110,32 @@ def test_horovod_false_with_two_hosts(coco, tmp_path):
     env = dict(h.channel_env(coco), SM_HOSTS=json.dumps(["algo-1", "algo-2"]), SM_CURRENT_HOST="algo-1")
     job = h.run("mask", tmp_path / "job", [*h.TINY_ARGS, "--horovod", "false"], env=env, timeout=120)
     _assert_usage_error(job, "mask_rcnn", "--horovod false", "2 hosts", "algo-2")
+
+
+def _data_channel_env(data, **extra_channels):
+    """The walkthrough's estimator.fit({'data': ...}), plus any other channels."""
+    channels = {"data": data, **extra_channels}
+    env = {f"SM_CHANNEL_{name.upper()}": str(path) for name, path in channels.items()}
+    env["SM_CHANNELS"] = json.dumps(sorted(channels))
+    return env
+
+
+def test_incomplete_data_channel(coco, tmp_path):
+    data = h.copy_coco(coco, tmp_path / "data")
+    (data / "annotations" / "instances_val2017.json").unlink()
+    job = h.run("mask", tmp_path / "job", h.TINY_ARGS, env=_data_channel_env(data), timeout=120)
+    _assert_usage_error(job, "mask_rcnn", "channel 'data' is incomplete: missing",
+                        str(data / "annotations" / "instances_val2017.json"))
+
+
+def test_data_and_train_channels_together(coco, tmp_path):
+    job = h.run("faster", tmp_path / "job", h.TINY_ARGS, env=_data_channel_env(coco, train=coco), timeout=120)
+    _assert_usage_error(job, "faster_rcnn", "both a 'train' and a 'data' channel were given")
+
+
+def test_sharded_data_channel_without_a_val_channel(coco, tmp_path):
+    config = {"data": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}}
+    env = dict(_data_channel_env(coco), SM_INPUT_DATA_CONFIG=json.dumps(config))
+    job = h.run("faster", tmp_path / "job", h.TINY_ARGS, env=env, timeout=120)
+    _assert_usage_error(job, "faster_rcnn", "channel 'data', which is ShardedByS3Key",
+                        "FullyReplicated 'val' channel")

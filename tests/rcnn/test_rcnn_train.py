@@ -100,6 +100,33 @@ def test_two_ranks_train_and_validate(coco, tmp_path, model, needs_horovod):
     assert (job.checkpoint_dir / f"{net}-epoch-0001.json").is_file()
 
 
+def test_data_channel_in_coco_layout_trains_on_train2017_and_validates_on_val2017(coco, tmp_path):
+    """AWS's R-CNN walkthrough: estimator.fit({'data': 's3://BUCKET/data'}) with COCO's own layout."""
+    env = {"SM_CHANNEL_DATA": str(coco), "SM_CHANNELS": '["data"]'}
+    job = h.run("faster", tmp_path, [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1",
+                                     *dirs_args(tmp_path)], env=env, timeout=900)
+    assert job.returncode == 0, job.explain()
+    out = job.stdout
+    assert f"train: {coco / 'annotations' / 'instances_train2017.json'} (8 images" in out
+    assert f"val: {coco / 'annotations' / 'instances_val2017.json'} (2 images" in out
+    assert "channel 'data' is FullyReplicated" in out
+    assert iter_lines(out) == [(0, 1)]
+    assert re.search(r"^epoch=0 val_bbox_map=\S+ val_images=2 ", out, re.M)
+
+
+@pytest.mark.mpi
+def test_two_ranks_split_a_sharded_train_channel_by_local_rank(train_only, tmp_path, needs_horovod):
+    """2 ranks on one host, the train channel ShardedByS3Key: the ranks agree on the iteration count (an
+    allgather: hosts' parts may differ) and rank 0 says how the channel was split."""
+    config = {"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}}
+    env = dict(h.channel_env(train_only), SM_INPUT_DATA_CONFIG=json.dumps(config))
+    job = h.run("faster", tmp_path, [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1",
+                                     *dirs_args(tmp_path)], env=env, ranks=2, timeout=900)
+    assert job.returncode == 0, job.explain()
+    assert re.search(r"faster_rcnn: channel 'train' is ShardedByS3Key: .*local rank \(2 per host", job.stdout)
+    assert "world_size=2" in job.stdout and iter_lines(job.stdout) == [(0, 1)]
+
+
 def test_sigterm_checkpoints_mid_epoch_and_resume_continues(train_only, tmp_path):
     args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "3"]
     job = h.start("faster", tmp_path, args, env=h.channel_env(train_only))

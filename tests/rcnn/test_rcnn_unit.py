@@ -4,6 +4,7 @@ metric regexes, hyperparameter parsing."""
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 from argparse import Namespace
@@ -95,7 +96,7 @@ def test_gluoncv_reads_synthetic_coco_with_its_own_loader(coco):
 
 
 def _args(train_dir, val_dir=None, **kw):
-    args = Namespace(train_dir=str(train_dir), val_dir=str(val_dir or "/nonexistent"),
+    args = Namespace(train_dir=str(train_dir), val_dir=str(val_dir or "/nonexistent"), train_channel="train",
                      val_dir_explicit=val_dir is not None, train_split=None, val_split=None)
     vars(args).update(kw)
     return args
@@ -203,6 +204,99 @@ def test_val_shards_cover_everything_once():
         for size in (1, 2, 3):
             shards = [rc.val_shard(n, r, size) for r in range(size)]
             assert [i for s, e in shards for i in range(s, e)] == list(range(n))
+
+
+# ---------------------------------------------------------------------------------------------
+# the walkthrough's single `data` channel (COCO's own layout)
+
+
+def _channels(tmp_path, **dirs):
+    env = {"SM_INPUT_DIR": str(tmp_path / "input"), "SM_CHANNELS": json.dumps(sorted(dirs))}
+    env.update({f"SM_CHANNEL_{name.upper()}": str(path) for name, path in dirs.items()})
+    return env
+
+
+def test_train_source_prefers_the_flag_then_train_then_data(tmp_path):
+    assert rc.train_source(None, _channels(tmp_path, data="/d")) == ("data", "/d")
+    assert rc.train_source(None, _channels(tmp_path, train="/t", val="/v")) == ("train", "/t")
+    assert rc.train_source("/flag", _channels(tmp_path, data="/d")) == ("train", "/flag")
+    assert rc.train_source(None, _channels(tmp_path)) == ("train", str(tmp_path / "input" / "data" / "train"))
+
+
+def test_train_and_data_channels_together_are_refused(tmp_path):
+    with pytest.raises(smc.EntrypointError, match=r"both a 'train' and a 'data' channel were given"):
+        rc.train_source(None, _channels(tmp_path, train="/t", data="/d"))
+
+
+def test_data_channel_trains_on_train2017_and_validates_on_val2017(coco):
+    train, val = rc.load_inputs(_args(coco, train_channel="data"), rc.MASK_RCNN)
+    assert (train.split, val.split) == ("train2017", "val2017")
+    assert train.image_dir == str(coco / "train2017") and val.image_dir == str(coco / "val2017")
+    assert (train.num_images, val.num_images) == (8, 2)
+
+
+def test_data_channel_with_a_val_channel_validates_on_the_val_channel(coco, tmp_path):
+    data = h.copy_coco(coco, tmp_path / "data")
+    shutil.rmtree(data / "val2017")  # not needed: the val channel validates
+    val_dir = h.copy_coco(coco, tmp_path / "val")
+    train, val = rc.load_inputs(_args(data, val_dir, train_channel="data"), rc.FASTER_RCNN)
+    assert train.directory == str(data) and val.directory == str(val_dir) and val.split == "val2017"
+
+
+@pytest.mark.parametrize("missing", ["annotations/instances_train2017.json", "train2017",
+                                     "annotations/instances_val2017.json", "val2017"])
+def test_incomplete_data_channel_names_the_channel_and_the_missing_path(coco, tmp_path, missing):
+    data = h.copy_coco(coco, tmp_path / "data")
+    target = data / missing
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    with pytest.raises(smc.EntrypointError, match=r"^channel 'data' is incomplete: missing ") as info:
+        rc.load_inputs(_args(data, train_channel="data"), rc.FASTER_RCNN)
+    assert str(target) in str(info.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# ShardedByS3Key training data: split by local rank within a host
+
+
+def _config(**distributions):
+    return {name: {"TrainingInputMode": "File", "S3DistributionType": d} for name, d in distributions.items()}
+
+
+TWO_BY_TWO = [smc.DistEnv(rank=r, size=4, local_rank=r % 2, local_size=2) for r in range(4)]
+
+
+def test_sharded_train_channel_is_split_by_local_rank(coco):
+    args = _args(coco)
+    shards = [rc.train_shard(args, env, None, _config(train="ShardedByS3Key")) for env in TWO_BY_TWO]
+    assert [(s.index, s.count, s.per_host) for s in shards] == [(0, 2, True), (1, 2, True)] * 2
+    shards = [rc.train_shard(args, env, None, _config(train="FullyReplicated")) for env in TWO_BY_TWO]
+    assert [(s.index, s.count, s.per_host) for s in shards] == [(r, 4, False) for r in range(4)]
+
+
+def test_two_ranks_of_a_host_train_on_disjoint_halves_of_its_sharded_part(coco):
+    train, val = rc.load_inputs(_args(coco), rc.FASTER_RCNN)
+    shards = [rc.train_shard(_args(coco), env, None, _config(train="ShardedByS3Key")) for env in TWO_BY_TWO[:2]]
+    ratios = [1.0] * train.num_images
+    steps = rc.steps_per_epoch(train.num_images, shards[0].count, 1)
+    assert steps == 4
+    per_rank = [{i for batch in rc.epoch_batches(np, train.num_images, ratios, 233, 0, s.index, s.count, 1, steps)
+                 for i in batch} for s in shards]
+    assert per_rank[0].isdisjoint(per_rank[1]) and per_rank[0] | per_rank[1] == set(range(8))
+
+
+@pytest.mark.parametrize("channel, fix", [
+    ("train", "give it as a FullyReplicated 'val' channel"),  # a val* split next to the train split
+    ("data", "give it as a FullyReplicated 'val' channel"),  # val2017 of the data channel
+    ("val", "make it FullyReplicated"),
+])
+def test_validation_data_from_a_sharded_channel_is_refused(coco, channel, fix):
+    _, val = rc.load_inputs(_args(coco), rc.FASTER_RCNN)
+    args = _args(coco, coco) if channel == "val" else _args(coco, train_channel=channel)
+    config = _config(**{channel: "ShardedByS3Key"})
+    with pytest.raises(smc.EntrypointError, match=f"channel '{channel}', which is ShardedByS3Key") as info:
+        rc.train_shard(args, TWO_BY_TWO[0], val, config)
+    assert fix in str(info.value)
+    assert rc.train_shard(args, TWO_BY_TWO[1], None, config) is not None  # no validation data: fine
 
 
 # ---------------------------------------------------------------------------------------------
