@@ -8,6 +8,8 @@
 - mpirun --tag-output tags every chunk a rank writes. Block-buffered output arrives late, unbuffered
   output (PYTHONUNBUFFERED) arrives in pieces and gets tagged mid-line, breaking metric regexes. A Python
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
+- With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
+  (progress.py): no output and no collective for that long ends the rank, saying where it was blocked.
 
 usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR -- PROGRAM [ARGS...]
 """
@@ -35,6 +37,12 @@ def main(argv: list) -> None:
         script = program[1]
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=True, write_through=False)
+        progress_timeout = float(os.environ.get("SMMH_PROGRESS_TIMEOUT_S") or 0)
+        if progress_timeout > 0:
+            from sagemaker_mxnet_horovod import progress
+
+            progress.start(progress_timeout, int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")),
+                           os.environ.get("SM_CURRENT_HOST", "?"))
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         runpy.run_path(script, run_name="__main__")
