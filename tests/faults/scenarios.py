@@ -180,6 +180,13 @@ def rank_hangs_outside_collectives(ctx: Context) -> JobSpec:
                                    "mpi_progress_timeout_s": "10"})
 
 
+def solo_work_within_timeouts(ctx: Context) -> JobSpec:
+    # Rank 0 works alone for 16 s (printing, as a validation pass would) while rank 1 waits silently in an
+    # allreduce: longer than the progress timeout and Horovod's stall warning, shorter than the stall timeout.
+    return allreduce_job(ctx, hps={"fail-rank": "0", "fail-mode": "solo", "solo-seconds": "16", "extra-steps": "5",
+                                   "horovod_stall_timeout_s": "40", "mpi_progress_timeout_s": "6"})
+
+
 def partition_mid_allreduce(ctx: Context) -> JobSpec:
     def inject(job: RunningJob) -> None:
         job.wait_for_log("algo-1", "rank 0/2", timeout=120)
@@ -307,8 +314,11 @@ SCENARIOS = [
     Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
              "where it blocked and its last line",
              rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
-             failure=r"^no progress: rank 1 on algo-2 wrote no output and started no collective for 10 s "
+             failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
                      r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
+    Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
+             "with a 6 s progress and 40 s stall timeout",
+             solo_work_within_timeouts, exits=(0, 0), max_seconds=90),
     Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
              partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
              failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),

@@ -126,7 +126,7 @@ class LauncherSettings:
     horovod_fusion_threshold_mb: float | None = None
     horovod_cycle_time_ms: float | None = None
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # 0: Horovod only warns about stalls
-    progress_timeout_s: float = 0.0  # 0: off; a rank with no output and no collective this long ends the job
+    progress_timeout_s: float = 0.0  # 0: off; a rank idle this long (progress.py) ends the job
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tu
                   ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(shutdown), "horovod_stall_timeout_s: end a stalled job")]
     if progress_timeout_s > 0:
         rules.append(("SMMH_PROGRESS_TIMEOUT_S", f"{progress_timeout_s:g}",
-                      "mpi_progress_timeout_s: end the job when a rank has no output and no collective this long"))
+                      "mpi_progress_timeout_s: end the job when a rank has no output, collective or computing this long"))
     return rules
 
 

@@ -2,11 +2,13 @@
 collective for the timeout ends itself, saying where it was blocked and what it last printed; mpirun then
 ends the job (orte_abort_on_non_zero_status) and the launcher puts that line first in the failure file.
 
-Progress is a line written to sys.stdout/sys.stderr, or a Horovod operation submitted (the lookup of a
-`horovod_mxnet_*` function on horovod.mxnet.mpi_ops' library handle, which every collective goes through).
-A rank blocked in MXNet waiting for a result (a collective's or a computation's) counts as alive: when
-others never submit that collective, it is a stall, which Horovod's stall inspector ends
-(horovod_stall_timeout_s), naming the ranks that never submitted it. Stdlib only; started by rank_env.
+Progress is a line written to sys.stdout/sys.stderr, a Horovod operation submitted (the lookup of a
+`horovod_mxnet_*` function on horovod.mxnet.mpi_ops' library handle, which every collective goes through),
+or the main thread computing (its CPU time growing: importing MXNet alone took over 6 s on a loaded host,
+silently). A rank blocked in MXNet waiting for a result (a collective's or a computation's) counts as alive:
+when others never submit that collective, it is a stall, which Horovod's stall inspector ends
+(horovod_stall_timeout_s), naming the ranks that never submitted it. What is left is a main thread blocked
+elsewhere: on I/O, a lock, a queue, a peer outside Horovod. Stdlib only; started by rank_env.
 """
 
 from __future__ import annotations
@@ -46,17 +48,34 @@ class ProgressWatch:
     def saw_collective(self, name: str, now: float) -> None:
         self.last_progress, self.last_collective = now, name
 
-    def expired(self, now: float, waiting_on_engine: bool) -> bool:
-        if waiting_on_engine:
-            self.last_progress = now  # alive; if the wait never ends, the stall timeout says why
+    def expired(self, now: float, busy: bool) -> bool:
+        """busy: the main thread computed, or waits on MXNet's engine (if that wait never ends, the stall
+        timeout says why), since the last check."""
+        if busy:
+            self.last_progress = now
         return now - self.last_progress > self.timeout_s
 
     def message(self, now: float, where: str) -> str:
         seen = (f"last output {now - self.last_line_at:.0f} s ago: {self.last_line!r}" if self.last_line_at
                 else "no output yet")
         collective = f"; last Horovod call: {self.last_collective}" if self.last_collective else ""
-        return (f"{MARKER} rank {self.rank} on {self.host} wrote no output and started no collective for "
-                f"{self.timeout_s:g} s (mpi_progress_timeout_s); {where}; {seen}{collective}")
+        return (f"{MARKER} rank {self.rank} on {self.host} wrote no output, started no collective and did not "
+                f"compute for {self.timeout_s:g} s (mpi_progress_timeout_s); {where}; {seen}{collective}")
+
+
+# The main thread computes when its CPU time grows by more than this share of the time between checks (a
+# thread polling for a file every 50 ms uses well under 1 %).
+COMPUTING_CPU_SHARE = 0.02
+
+
+def thread_cpu_seconds(native_id: int) -> float:
+    """User + system CPU time of one thread of this process, from /proc."""
+    try:
+        with open(f"/proc/self/task/{native_id}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
 
 
 def is_library(filename: str) -> bool:
@@ -137,18 +156,20 @@ def start(timeout_s: float, rank: int, host: str) -> ProgressWatch:
     real_stderr = sys.stderr
     sys.stdout = _WatchedStream(sys.stdout, watch, lock)
     sys.stderr = _WatchedStream(sys.stderr, watch, lock)
-    main_id = threading.main_thread().ident
+    main = threading.main_thread()
     interval = min(5.0, max(0.2, timeout_s / 10))
 
     def run() -> None:
         hooked = False
+        cpu = thread_cpu_seconds(main.native_id)
         while True:
             time.sleep(interval)  # polling: a blocked main thread sends no notification
             hooked = hooked or _hook_horovod(watch, lock)
-            frame = sys._current_frames().get(main_id)
-            now = time.monotonic()
+            frame = sys._current_frames().get(main.ident)
+            now, cpu_before, cpu = time.monotonic(), cpu, thread_cpu_seconds(main.native_id)
+            busy = cpu - cpu_before > COMPUTING_CPU_SHARE * interval or waiting_on_engine(frame)
             with lock:
-                if not watch.expired(now, waiting_on_engine(frame)):
+                if not watch.expired(now, busy):
                     continue
                 message = watch.message(now, describe_frame(frame))
             # Last on this rank's stderr, so the launcher finds it; then end the rank, and mpirun the job.

@@ -9,7 +9,7 @@
   output (PYTHONUNBUFFERED) arrives in pieces and gets tagged mid-line, breaking metric regexes. A Python
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
 - With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
-  (progress.py): no output and no collective for that long ends the rank, saying where it was blocked.
+  (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked.
 
 usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR -- PROGRAM [ARGS...]
 """

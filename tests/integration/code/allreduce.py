@@ -65,6 +65,12 @@ if fail_rank is not None and int(fail_rank) == rank:
         sys.exit(0)
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "solo":
+        # Healthy work on one rank alone (validation, a checkpoint to a slow disk) while the others wait in
+        # their next collective: it prints as it goes, then rejoins them.
+        for part in range(int(option("solo-seconds", "15")) // 2):
+            print(f"rank {rank}: validating, part {part}", flush=True)
+            time.sleep(2)
     if mode == "hang":
         # Blocked on I/O outside any collective (a data reader that never gets data), process alive.
         print(f"rank {rank}: reading the next batch", flush=True)
