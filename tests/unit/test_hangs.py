@@ -60,7 +60,7 @@ def test_pipe_mode_adds_the_likely_cause_and_the_fix():
     assert pipe_channels("not json") == [] and pipe_channels(None) == []
     cause = hang_cause(stall_log(HOROVOD_STALL_STDERR), {0: HOROVOD_STALL_STDERR}, RANK_HOSTS,
                        {"SM_INPUT_DATA_CONFIG": config})
-    assert "Channels train are in Pipe mode: each is one FIFO with one reader" in cause
+    assert "Channel train is in Pipe mode: each is one FIFO with one reader" in cause
     assert cause.endswith("Give each rank its own channel (train_0, train_1, ...: one S3 prefix per rank)")
 
 

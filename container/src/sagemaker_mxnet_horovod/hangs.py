@@ -83,7 +83,8 @@ def stall_cause(log: StallLog, rank_hosts: Sequence[str], pipe: Sequence[str]) -
              f"ranks waited on for more than {log.shutdown_after_s} s (horovod_stall_timeout_s); Horovod shut "
              "down and the job was ended")
     if pipe:
-        cause += (f". Channels {', '.join(pipe)} are in Pipe mode: each is one FIFO with one reader, so when "
+        channels = f"Channel {pipe[0]} is" if len(pipe) == 1 else f"Channels {', '.join(pipe)} are"
+        cause += (f". {channels} in Pipe mode: each is one FIFO with one reader, so when "
                   "several ranks read the same channel, one gets the data and the others wait for ever. Give "
                   "each rank its own channel (train_0, train_1, ...: one S3 prefix per rank)")
     return cause
