@@ -318,7 +318,7 @@ SCENARIOS = [
                      r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
     Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
              "with a 6 s progress and 40 s stall timeout",
-             solo_work_within_timeouts, exits=(0, 0), max_seconds=90),
+             solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
     Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
              partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
              failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
