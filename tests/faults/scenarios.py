@@ -305,23 +305,6 @@ SCENARIOS = [
              failure=r"^mpirun(?: started no MPI daemon on algo-2 within 15 s|'s daemon on algo-2 exited and mpirun "
                      r"was still waiting for it 15 s later)",
              toolkit=False),  # it needs this launcher's handshake (the workers' "launched" report)
-    Scenario("collective stalls: two ranks read one Pipe FIFO",
-             "both fail within the stall timeout (10 s) + 2 checks, naming ranks 1, 3, the tensor and the Pipe fix",
-             pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45,
-             failure=r"^Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce\.step0, "
-                     r"which the other ranks waited on .*Pipe mode.*own channel",
-             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2"),
-    Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
-             "where it blocked and its last line",
-             rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
-             failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
-                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
-    Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
-             "with a 6 s progress and 40 s stall timeout",
-             solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
-    Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
-             partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
-             failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
     Scenario("malformed hyperparameters.json", "both exit 2 naming the file",
              config_file("hyperparameters.json", '{"sagemaker_program": "allreduce.py",'), exits=(2, 2),
              failure=r"^invalid job configuration: /opt/ml/input/config/hyperparameters.json is not valid JSON",
@@ -349,6 +332,23 @@ SCENARIOS = [
              lambda ctx: mnist_job(ctx, channels=[Channel("train_0", ctx.shards / "train_0", "Pipe"),
                                                   Channel("test", ctx.mnist / "test")]),
              exits=(2, 2), failure=r"Pipe mode needs one channel per rank", max_seconds=45),
+    Scenario("collective stalls: two ranks read one Pipe FIFO",
+             "both fail within the stall timeout (10 s) + 2 checks, naming ranks 1, 3, the tensor and the Pipe fix",
+             pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45,
+             failure=r"^Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce\.step0, "
+                     r"which the other ranks waited on .*Pipe mode.*own channel",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2"),
+    Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
+             "where it blocked and its last line",
+             rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
+             failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
+                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
+    Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
+             "with a 6 s progress and 40 s stall timeout",
+             solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
+    Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
+             partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
+             failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
 ]
 
 
