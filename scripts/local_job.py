@@ -245,6 +245,12 @@ class RunningJob:
         self.mark_fault()
         docker("kill", "--signal", signal_name, cid)
 
+    def disconnect(self, host: str) -> None:
+        """Cut the host off the job's network (a partition): its processes stay alive."""
+        cid = self.container(host, 10)
+        self.mark_fault()
+        docker("network", "disconnect", f"{self.project}-net", cid)
+
     def exec(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         return docker("exec", self.container(host, 10), *argv)
 

@@ -165,6 +165,36 @@ def daemon_fails_on_worker(ctx: Context) -> JobSpec:
                          keep_eth0=False)
 
 
+def pipe_readers_stall(ctx: Context) -> JobSpec:
+    # Two ranks per host read one Pipe channel (a script written for File mode): the first drains the FIFO,
+    # the second blocks in open() for ever, and the first waits in its next allreduce for the second.
+    return allreduce_job(ctx, hps={"sagemaker_mpi_num_of_processes_per_host": "2", "read-pipe-channel": "train",
+                                   "extra-steps": "600", "horovod_stall_timeout_s": "10"},
+                         channels=[Channel("train", ctx.shards / "train_0", "Pipe")])
+
+
+def rank_hangs_outside_collectives(ctx: Context) -> JobSpec:
+    # Rank 1 blocks reading a pipe nobody writes; rank 0 waits in its next allreduce. The stall timeout is
+    # left at its default (an hour): the progress watch is what ends it.
+    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "hang", "extra-steps": "600",
+                                   "mpi_progress_timeout_s": "10"})
+
+
+def solo_work_within_timeouts(ctx: Context) -> JobSpec:
+    # Rank 0 works alone for 16 s (printing, as a validation pass would) while rank 1 waits silently in an
+    # allreduce: longer than the progress timeout and Horovod's stall warning, shorter than the stall timeout.
+    return allreduce_job(ctx, hps={"fail-rank": "0", "fail-mode": "solo", "solo-seconds": "16", "extra-steps": "5",
+                                   "horovod_stall_timeout_s": "40", "mpi_progress_timeout_s": "6"})
+
+
+def partition_mid_allreduce(ctx: Context) -> JobSpec:
+    def inject(job: RunningJob) -> None:
+        job.wait_for_log("algo-1", "rank 0/2", timeout=120)
+        job.disconnect("algo-2")
+
+    return allreduce_job(ctx, hps={"extra-steps": "6000"}, during=inject)
+
+
 def config_file(name: str, text: str):
     return lambda ctx: allreduce_job(ctx, config_files={name: text})
 
@@ -302,6 +332,23 @@ SCENARIOS = [
              lambda ctx: mnist_job(ctx, channels=[Channel("train_0", ctx.shards / "train_0", "Pipe"),
                                                   Channel("test", ctx.mnist / "test")]),
              exits=(2, 2), failure=r"Pipe mode needs one channel per rank", max_seconds=45),
+    Scenario("collective stalls: two ranks read one Pipe FIFO",
+             "both fail within the stall timeout (10 s) + 2 checks, naming ranks 1, 3, the tensor and the Pipe fix",
+             pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45,
+             failure=r"^Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce\.step0, "
+                     r"which the other ranks waited on .*Pipe mode.*own channel",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2"),
+    Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
+             "where it blocked and its last line",
+             rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
+             failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
+                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
+    Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
+             "with a 6 s progress and 40 s stall timeout",
+             solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
+    Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
+             partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
+             failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
 ]
 
 

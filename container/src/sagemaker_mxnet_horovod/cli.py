@@ -96,6 +96,7 @@ def bind_address(plan: Plan, facts) -> str:
 
 def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
     from sagemaker_mxnet_horovod.cluster import ClusterError, Master, generate_key
+    from sagemaker_mxnet_horovod.hangs import StallLog, hang_cause
     from sagemaker_mxnet_horovod.supervise import Job, forward_stop_signals
 
     master = None
@@ -118,11 +119,11 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
             return fail(paths, f"stopped by {stop} while waiting for workers", 143)
         log(f"{len(plan.workers)} worker(s) ready in {time.monotonic() - started:.2f} s")
 
-    job = Job(plan.command, env, tagged=plan.use_mpi)
+    stall_log = StallLog()
+    job = Job(plan.command, env, tagged=plan.use_mpi, stderr_observers=(stall_log.observe,))
     forward_stop_signals(job, on_stop=master.broadcast_stop if master else None)
     if master:
-        master.on_worker_lost = lambda host: job.abort(
-            f"worker {host} went away during the job (container stopped or crashed)")
+        master.on_worker_lost = lambda host, how: job.abort(f"worker {host} {how}")
 
         def on_daemon_exited(host: str) -> None:
             # At the job's end mpirun exits within moments of its daemons; one that died mid-job leaves
@@ -157,9 +158,10 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
         else:
             failure = process_failure_message(plan.program.name, plan.current_host, result.returncode,
                                               result.rank_stderr.get(0, ()))
-        if result.abort_reason:
-            # The launcher's own finding is the cause; what mpirun said about it follows.
-            failure = f"{result.abort_reason}\n{failure}"
+        cause = result.abort_reason or hang_cause(stall_log, result.rank_stderr, plan.rank_hosts, plan.rank_env)
+        if cause:
+            # The launcher's own finding (or a hang watch's) is the cause; what mpirun said about it follows.
+            failure = f"{cause}\n{failure}"
     if master:
         released = time.monotonic()
         master.finish(code, failure, user_failure=read_user_failure(paths.failure_file) if code else None)

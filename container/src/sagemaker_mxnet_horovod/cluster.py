@@ -33,6 +33,10 @@ from sagemaker_mxnet_horovod.failure import read_user_failure
 HEARTBEAT_S = 5.0
 HEARTBEAT_TIMEOUT_S = 30.0  # a worker that hears nothing from the master for this long gives up
 MESSAGE_TIMEOUT_S = 30.0  # one step of the handshake once connected
+# A worker whose kernel has not acknowledged the master's heartbeats for this long is unreachable (network
+# partition, host gone without a reset): TCP_USER_TIMEOUT errors the link then, where TCP's own
+# retransmissions would take about 15 minutes and a link with nothing to send would never notice.
+UNREACHABLE_AFTER_S = 20.0
 SSHD = "/usr/sbin/sshd"
 
 
@@ -181,7 +185,7 @@ class Master:
         self.cond = threading.Condition()
         self.server: socket.socket | None = None
         self.closing = False
-        self.on_worker_lost = None  # callback(host) while the job runs
+        self.on_worker_lost = None  # callback(host, how) while the job runs
         self.on_daemon_exited = None  # callback(host): mpirun's daemon on that worker is gone
         self.user_failures: dict[str, str] = {}  # worker -> what the user's program wrote to its failure file
         self.watchers: list[threading.Thread] = []
@@ -204,6 +208,7 @@ class Master:
             except OSError:
                 return
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, int(UNREACHABLE_AFTER_S * 1000))
             threading.Thread(target=self._greet, args=(Connection(sock, address[0]),), daemon=True).start()
 
     def _greet(self, connection: Connection) -> None:
@@ -284,7 +289,9 @@ class Master:
         return self.links
 
     def _watch(self, link: WorkerLink) -> None:
-        """A worker's connection closing before `done` means the worker is gone."""
+        """A worker's connection closing before `done` means the worker is gone; timing out, that it is
+        unreachable."""
+        how = "went away during the job (container stopped or crashed)"
         try:
             while (message := link.connection.receive(None)) is not None:
                 if message.get("type") == "launched":
@@ -295,10 +302,13 @@ class Master:
                     self.on_daemon_exited(link.host)
                 elif message.get("type") == "bye" and message.get("user_failure"):
                     self.user_failures[link.host] = str(message["user_failure"])
+        except TimeoutError:
+            how = (f"became unreachable during the job: it acknowledged nothing for {UNREACHABLE_AFTER_S:g} s "
+                   "(network partition, or the host went down)")
         except (OSError, ClusterError):
             pass
         if not self.closing and self.on_worker_lost:
-            self.on_worker_lost(link.host)
+            self.on_worker_lost(link.host, how)
 
     def _heartbeat(self) -> None:
         while not self.closing:

@@ -27,6 +27,10 @@ DEFAULT_PEER_TIMEOUT_S = 300.0
 DEFAULT_HANDSHAKE_PORT = 7420
 # SageMaker's (and the toolkit's) name for the one instance group of a homogeneous job.
 HOMOGENEOUS_GROUP = "homogeneousCluster"
+# A Horovod collective some ranks wait on while others never submit it ends the job after this long. An hour
+# of every other rank idle is far beyond a healthy job's one-rank work (validation or a checkpoint on rank 0,
+# a slow first step) and far below SageMaker's default MaxRuntimeInSeconds (a day). See docs/hangs.md.
+DEFAULT_STALL_TIMEOUT_S = 3600.0
 
 
 class ConfigError(ValueError):
@@ -141,6 +145,8 @@ class LauncherSettings:
     horovod_fusion_threshold_mb: float | None = None
     horovod_cycle_time_ms: float | None = None
     distribution_instance_groups: tuple[str, ...] | None = None  # None: not set (the current host's group)
+    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # 0: Horovod only warns about stalls
+    progress_timeout_s: float = 0.0  # 0: off; a rank idle this long (progress.py) ends the job
 
 
 @dataclass(frozen=True)
@@ -416,6 +422,8 @@ _KNOWN_KNOBS = {
     "horovod_fusion_threshold_mb",
     "horovod_cycle_time_ms",
     "sagemaker_distribution_instance_groups",
+    "horovod_stall_timeout_s",
+    "mpi_progress_timeout_s",
 }
 # Set by the SDK for every job; meaningless to this launcher, so not worth a warning.
 _IGNORED_KNOBS = {
@@ -508,10 +516,19 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
         horovod_fusion_threshold_mb=optional("horovod_fusion_threshold_mb", lambda k, v: parse_float(k, v, 0)),
         horovod_cycle_time_ms=optional("horovod_cycle_time_ms", lambda k, v: parse_float(k, v, 0)),
         distribution_instance_groups=optional("sagemaker_distribution_instance_groups", parse_instance_group_names),
+        **hang_timeouts(optional),
     )
     if settings.handshake_port > 65535:
         raise ConfigError(f"hyperparameter mpi_handshake_port={settings.handshake_port} is not a TCP port")
     return settings, warnings
+
+
+def hang_timeouts(optional) -> dict:
+    """horovod_stall_timeout_s and mpi_progress_timeout_s: seconds, 0 to turn off."""
+    stall = optional("horovod_stall_timeout_s", lambda k, v: parse_float(k, v, 0))
+    progress = optional("mpi_progress_timeout_s", lambda k, v: parse_float(k, v, 0))
+    return {"stall_timeout_s": DEFAULT_STALL_TIMEOUT_S if stall is None else stall,
+            "progress_timeout_s": progress or 0.0}
 
 
 def parse_hyperparameters(data: Any, env: Mapping[str, str], source: str = "hyperparameters.json") -> dict:

@@ -5,6 +5,7 @@ Nothing here touches the system. `make_plan` is what `train --dry-run` prints an
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -75,6 +76,30 @@ def gpu_support_problem(gpus: tuple[tuple[str, str], ...], archs: str | None) ->
                     f"MXNet build, which has code for {listed} only (no PTX): use instances with V100, T4, "
                     f"A100 or A10G-class GPUs (ml.p3, ml.g4dn, ml.p4d, ml.g5)")
     return None
+
+
+# Horovod checks for stalled collectives every this many seconds at most (its own default): each check
+# warns on rank 0's stderr, naming the missing ranks, long before the stall ends the job.
+STALL_CHECK_MAX_S = 60
+
+
+def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tuple[str, str, str]]:
+    """(variable, value, why) for the two hang timeouts. A stall is Horovod's to see (its coordinator knows
+    which ranks never submitted a tensor): its stall inspector shuts Horovod down after
+    HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, the waiting ranks' collectives fail and mpirun ends the job. It checks
+    every HOROVOD_STALL_CHECK_TIME_SECONDS (cached tensors take one more check to be seen), so the job ends
+    within timeout + 2 checks: the check is at most half the timeout. The progress watch runs in each rank
+    (rank_env)."""
+    rules = []
+    if stall_timeout_s > 0:
+        shutdown = max(1, math.ceil(stall_timeout_s))
+        check = max(1, min(STALL_CHECK_MAX_S, shutdown // 2))
+        rules += [("HOROVOD_STALL_CHECK_TIME_SECONDS", str(check), "warn about stalled collectives this often"),
+                  ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(shutdown), "horovod_stall_timeout_s: end a stalled job")]
+    if progress_timeout_s > 0:
+        rules.append(("SMMH_PROGRESS_TIMEOUT_S", f"{progress_timeout_s:g}",
+                      "mpi_progress_timeout_s: end the job when a rank has no output, collective or computing this long"))
+    return rules
 
 
 class PlanError(ConfigError):
@@ -372,6 +397,8 @@ def make_plan(
     # mpirun options apply only when there is an mpirun.
     strays = find_stray_outputs(config.paths, settings.custom_mpi_options if use_mpi else (), {**base_env, **env})
     notes += [stray.warning(config.paths) for stray in strays]
+    for name, value, why in hang_watch_env(settings.stall_timeout_s, settings.progress_timeout_s):
+        default(name, value, why)
 
     # Every rank, MPI or not, starts through rank_env: this host's SM_* values, line-buffered output, and the
     # code directory as its working directory, as under the toolkit (scripts open files next to them).

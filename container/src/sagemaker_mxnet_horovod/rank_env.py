@@ -10,6 +10,8 @@
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
 - The program starts in WORKDIR (the code directory), as under the sagemaker-training toolkit: scripts open
   files next to them. mpirun would start ranks on other hosts in its own working directory.
+- With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
+  (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked.
 
 usage: python -m sagemaker_mxnet_horovod.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
 """
@@ -41,6 +43,12 @@ def main(argv: list) -> None:
         script = program[1]
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=True, write_through=False)
+        progress_timeout = float(os.environ.get("SMMH_PROGRESS_TIMEOUT_S") or 0)
+        if progress_timeout > 0:
+            from sagemaker_mxnet_horovod import progress
+
+            progress.start(progress_timeout, int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")),
+                           os.environ.get("SM_CURRENT_HOST", "?"))
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         runpy.run_path(script, run_name="__main__")

@@ -32,8 +32,11 @@ class JobResult:
 
 
 class Job:
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = 100.0):
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = 100.0,
+                 stderr_observers: Sequence = ()):
         self.argv, self.env, self.tagged, self.stop_grace_s = list(argv), dict(env), tagged, stop_grace_s
+        # callable(rank, text) for every stderr line of a rank (rank 0: an untagged program's), under the lock
+        self.stderr_observers = tuple(stderr_observers)
         self.rank_stderr: dict[int, collections.deque] = {}
         self.untagged = collections.deque(maxlen=TAIL_LINES * 3)
         self.process: subprocess.Popen | None = None
@@ -68,12 +71,18 @@ class Job:
                         rank = int(match.group(2))
                         tail = self.rank_stderr.setdefault(rank, collections.deque(maxlen=TAIL_LINES))
                         tail.append(match.group(4).decode("utf-8", "replace").rstrip("\n"))
+                        self._observe(rank, tail[-1])
                 else:
                     text = line.decode("utf-8", "replace").rstrip("\n")
                     self.untagged.append(text)
                     if is_stderr and not self.tagged:
                         self.rank_stderr.setdefault(0, collections.deque(maxlen=TAIL_LINES)).append(text)
+                        self._observe(0, text)
         source.close()
+
+    def _observe(self, rank: int, text: str) -> None:
+        for observer in self.stderr_observers:
+            observer(rank, text)
 
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         """Graceful stop (SageMaker stop, spot interruption): the ranks get the signal first, so they can

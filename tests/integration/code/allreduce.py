@@ -21,6 +21,24 @@ def option(name, default=None):
     return os.environ.get(name.upper().replace("-", "_"), default)
 
 
+def read_pipe_channel(channel):
+    """Every rank reads the channel's epoch-0 FIFO, as a script written for File mode would: the first
+    reader drains it and the writer closes it; a later one blocks in open() for ever (no writer comes)."""
+    fifo = os.environ["SM_CHANNEL_" + channel.upper()] + "_0"
+    drained = "/tmp/pipe-drained"
+    if hvd.local_rank() > 0:
+        deadline = time.monotonic() + 120
+        while not os.path.exists(drained) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the test's ordering: this rank comes second
+        with open(os.path.join(os.environ.get("SM_OUTPUT_DATA_DIR", "/opt/ml/output/data"), "fault-at"), "w") as f:
+            f.write(repr(time.time()))
+        print(f"rank {hvd.rank()}: opening {fifo}", flush=True)
+    with open(fifo, "rb") as f:
+        size = len(f.read())
+    open(drained, "w").close()
+    return size
+
+
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
@@ -47,6 +65,20 @@ if fail_rank is not None and int(fail_rank) == rank:
         sys.exit(0)
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "solo":
+        # Healthy work on one rank alone (validation, a checkpoint to a slow disk) while the others wait in
+        # their next collective: it prints as it goes, then rejoins them.
+        for part in range(int(option("solo-seconds", "15")) // 2):
+            print(f"rank {rank}: validating, part {part}", flush=True)
+            time.sleep(2)
+    if mode == "hang":
+        # Blocked on I/O outside any collective (a data reader that never gets data), process alive.
+        print(f"rank {rank}: reading the next batch", flush=True)
+        never_written, _ = os.pipe()
+        os.read(never_written, 1)
+pipe_channel = option("read-pipe-channel")
+if pipe_channel:
+    read_pipe_channel(pipe_channel)
 # The others keep working in collectives, as real training would while a peer dies.
 for step in range(int(option("extra-steps", "0"))):
     # Read the result, as training reads its loss: MXNet is asynchronous and only then raises a peer's failure.

@@ -1,0 +1,160 @@
+"""Hang causes: Horovod's stall report (as mpirun delivered it in a real 2-rank stall) and the progress watch."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+from sagemaker_mxnet_horovod.hangs import StallLog, hang_cause, pipe_channels, progress_cause, stall_cause
+from sagemaker_mxnet_horovod.progress import EXIT_CODE, ProgressWatch, describe_frame, waiting_on_engine
+
+SRC = Path(__file__).resolve().parents[2] / "container" / "src"
+
+# Rank 0's stderr lines as supervise.Job hands them over (leading tag removed): Horovod 0.28.1 writes its log
+# message in pieces, which mpirun tags mid-line. A warning at the check time, then the shutdown.
+HOROVOD_STALL_STDERR = [
+    "[[1,0]<stderr>:2026-11-23 13:25:48[1,0]<stderr>:.[1,0]<stderr>:357253[1,0]<stderr>:: [1,0]<stderr>:W"
+    "[1,0]<stderr>: [1,0]<stderr>:/tmp/pip-install/horovod/common/stall_inspector.cc[1,0]<stderr>::[1,0]<stderr>:107"
+    "[1,0]<stderr>:] [1,0]<stderr>:One or more tensors were submitted to be reduced, gathered or broadcasted by "
+    "subset of ranks and are waiting for remainder of ranks for more than 4 seconds. ",
+    "Missing ranks:",
+    "1: [horovod_allreduce.step0][1,0]<stderr>:",
+    "3: [horovod_allreduce.step0, horovod_allreduce.step1][1,0]<stderr>:",
+    "[[1,0]<stderr>:2026-11-23 13:25:52[1,0]<stderr>:.[1,0]<stderr>:361498[1,0]<stderr>:: [1,0]<stderr>:E ...",
+    "Missing ranks:",
+    "1!: [horovod_allreduce.step0]",
+    "3!: [horovod_allreduce.step0, horovod_allreduce.step1]",
+    '2: [horovod_broadcast.b0]',
+    'One or more rank (marked by "!") is stalled for longer than 8 seconds. Will shutdown.[1,0]<stderr>:',
+    "Traceback (most recent call last):",
+    "mxnet.base.MXNetError: MXNetError: Horovod has been shut down. This was caused by an exception on one of ...",
+]
+RANK_HOSTS = ("algo-1", "algo-1", "algo-2", "algo-2")
+
+
+def stall_log(lines):
+    log = StallLog()
+    for line in lines:
+        log.observe(0, line)
+    return log
+
+
+def test_stall_names_the_ranks_past_the_timeout_their_hosts_and_tensors():
+    cause = stall_cause(stall_log(HOROVOD_STALL_STDERR), RANK_HOSTS, [])
+    assert cause == ("Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce.step0, "
+                     "horovod_allreduce.step1, which the other ranks waited on for more than 8 s "
+                     "(horovod_stall_timeout_s); Horovod shut down and the job was ended")
+
+
+def test_warnings_alone_are_no_cause():
+    assert stall_cause(stall_log(HOROVOD_STALL_STDERR[:4]), RANK_HOSTS, []) is None
+
+
+def test_pipe_mode_adds_the_likely_cause_and_the_fix():
+    config = json.dumps({"train": {"TrainingInputMode": "Pipe"}, "test": {"TrainingInputMode": "File"}})
+    assert pipe_channels(config) == ["train"]
+    assert pipe_channels("not json") == [] and pipe_channels(None) == []
+    cause = hang_cause(stall_log(HOROVOD_STALL_STDERR), {0: HOROVOD_STALL_STDERR}, RANK_HOSTS,
+                       {"SM_INPUT_DATA_CONFIG": config})
+    assert "Channel train is in Pipe mode: each is one FIFO with one reader" in cause
+    assert cause.endswith("Give each rank its own channel (train_0, train_1, ...: one S3 prefix per rank)")
+
+
+def test_progress_cause_is_the_watch_line_of_the_rank_it_ended():
+    line = ("train: no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute "
+            "for 10 s (mpi_progress_timeout_s); blocked in x.py:3 (<module>); no output yet")
+    stderr = {0: ["MXNetError: ... peer process has unexpectedly disconnected"], 1: ["warming up", line]}
+    assert progress_cause(stderr) == line.removeprefix("train: ")
+    assert hang_cause(StallLog(), stderr, RANK_HOSTS, {}).startswith("no progress: rank 1 on algo-2")
+    assert progress_cause({0: ["anything else"]}) is None
+
+
+def test_watch_tracks_progress_and_the_last_line():
+    watch = ProgressWatch(10, rank=1, host="algo-2", now=0)
+    watch.saw_output("epoch 1", now=1)
+    watch.saw_output("\n", now=1)
+    watch.saw_output("\n  \n", now=2)
+    watch.saw_collective("allreduce", now=5)
+    assert not watch.expired(15, busy=False)
+    assert watch.expired(15.5, busy=False)
+    assert watch.message(16, "blocked in x.py:3 (read)") == (
+        "train: no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
+        "(mpi_progress_timeout_s); blocked in x.py:3 (read); last output 15 s ago: 'epoch 1'; "
+        "last Horovod call: allreduce")
+
+
+def test_busy_counts_as_alive():
+    watch = ProgressWatch(10, rank=0, host="algo-1", now=0)
+    assert not watch.expired(100, busy=True)  # computing, or waiting on a collective: the stall timeout's to end
+    assert not watch.expired(105, busy=False)
+    assert watch.expired(111, busy=False)
+
+
+def blocked_frame(tmp_path, relative, function):
+    """A real thread blocked in `function` defined in a file at tmp_path/relative; returns its frame."""
+    path = tmp_path / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"def {function}(event):\n    event.wait()\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - a frame with that file name
+    event = threading.Event()
+    thread = threading.Thread(target=namespace[function], args=(event,), daemon=True)
+    thread.start()
+    time.sleep(0.1)
+    frame = sys._current_frames()[thread.ident]
+    while frame.f_code.co_filename != str(path):  # event.wait -> threading.py's frames inside
+        frame = frame.f_back
+    return frame, event
+
+
+def test_engine_waits_are_recognised_by_where_the_thread_blocks(tmp_path):
+    frame, event = blocked_frame(tmp_path, "lib/python3.11/site-packages/mxnet/ndarray/ndarray.py", "asnumpy")
+    assert waiting_on_engine(frame)
+    event.set()
+    frame, event = blocked_frame(tmp_path, "lib/python3.11/site-packages/horovod/common/basics.py", "init")
+    assert waiting_on_engine(frame)
+    event.set()
+    frame, event = blocked_frame(tmp_path, "code/train.py", "read_batch")
+    assert not waiting_on_engine(frame)
+    assert describe_frame(frame) == "blocked in train.py:2 (read_batch)"
+    event.set()
+
+
+def run_watched(tmp_path, program: str) -> subprocess.CompletedProcess:
+    """A Python program as rank 1 on algo-2 under rank_env with a 1 s progress timeout."""
+    script = tmp_path / "hang.py"
+    script.write_text(textwrap.dedent(program))
+    return subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.rank_env", str(tmp_path), str(tmp_path), "--",
+                           sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(SRC), "SMMH_PROGRESS_TIMEOUT_S": "1",
+                               "OMPI_COMM_WORLD_RANK": "1", "SM_CURRENT_HOST": "algo-2"})
+
+
+def test_a_silently_computing_rank_is_left_alone(tmp_path):
+    done = run_watched(tmp_path, """\
+        import time
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            sum(range(10000))
+    """)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_hung_python_rank_ends_itself_with_the_cause(tmp_path):
+    started = time.monotonic()
+    done = run_watched(tmp_path, """\
+        import os, threading
+        print("rank 1: reading the next batch", flush=True)
+        threading.Event().wait()
+    """)
+    assert done.returncode == EXIT_CODE
+    assert time.monotonic() - started < 20
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("train: no progress: rank 1 on algo-2 wrote no output, started no collective and "
+                           "did not compute for 1 s")
+    assert "blocked in threading.py:" in last and "called from hang.py:3 (<module>)" in last
+    assert last.endswith("'rank 1: reading the next batch'")
