@@ -84,7 +84,8 @@ def main() -> int:
                     if split:
                         breakdown.setdefault(hosts, []).append(split)
                     print(f"round {round_ + 1} {launcher:7s} {hosts:2d} hosts: overhead {seconds:6.2f} s, program "
-                          f"{program:5.1f} s (load before {before}, after {load()})", flush=True)
+                          f"{program:5.1f} s (load before {before}, after {load()})"
+                          + (f"; phases {' '.join(f'{x:.2f}' for x in split)}" if split else ""), flush=True)
 
     def median(launcher, hosts):
         runs = overhead.get((launcher, hosts))
