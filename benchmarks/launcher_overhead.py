@@ -28,8 +28,8 @@ from toolkit_job import as_toolkit_job, make_ssh_dir  # noqa: E402
 
 CODE = ROOT / "tests" / "integration" / "code"
 
-def program_seconds(result) -> float:
-    if sum(1 for host in result.hosts for _ in (host.root / "model").glob("rank-*.json")) != 2:
+def program_seconds(result, ranks: int = 2) -> float:
+    if sum(1 for host in result.hosts for _ in (host.root / "model").glob("rank-*.json")) != ranks:
         raise RuntimeError("a rank did not finish:\n" + result.describe())
     first_start, last_end = rank_times(result)
     return last_end - first_start

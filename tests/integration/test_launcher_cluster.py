@@ -42,6 +42,18 @@ def test_two_hosts_two_processes_each(image, tmp_path):
     assert all(record["sum"] == [10.0] * 4 for _, record in records.values())
 
 
+def test_eight_hosts(image, tmp_path):
+    # The launcher at scale: 7 workers check in at once, mpirun starts 7 daemons over ssh from the master
+    # alone (no tree spawn). benchmarks/launcher_scale.py runs 16; 8 keeps this test well under a minute.
+    result = run(image, tmp_path, hosts=8)
+    assert result.exit_codes == [0] * 8 and not result.timed_out, result.describe()
+    records = rank_records(result)
+    assert sorted(records) == list(range(8))
+    assert all(record["size"] == 8 and record["sum"] == [36.0] * 4 for _, record in records.values())
+    assert {rank: host for rank, (host, _) in records.items()} == {r: f"algo-{r + 1}" for r in range(8)}
+    assert "7 worker(s) ready" in result.master.logs and "7 worker(s) released" in result.master.logs
+
+
 def test_interface_named_ethwe_falls_back(image, tmp_path):
     result = run(image, tmp_path, interface_name="ethwe")
     assert result.exit_codes == [0, 0], result.describe()

@@ -219,23 +219,39 @@ def test_horovod_knobs():
     assert "HOROVOD_AUTOTUNE" not in off.env
 
 
-def test_efa_instance_types():
-    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p4d.24xlarge"), facts=GPU8)
-    assert p.env["FI_PROVIDER"] == "efa" and p.env["FI_EFA_USE_DEVICE_RDMA"] == "1"
-    assert p.env["NCCL_PROTO"] == "simple"
-    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3dn.24xlarge"), facts=GPU8)
-    assert p.env["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in p.env
-    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3.16xlarge"), facts=GPU8)
-    assert "FI_PROVIDER" not in p.env
+def test_no_efa_environment_on_efa_instance_types():
+    # The image has no NCCL EFA plugin: claiming EFA (FI_PROVIDER=efa, NCCL_PROTO=simple) would change
+    # nothing but what the start log says.
+    for instance_type in ("ml.p4d.24xlarge", "ml.p3dn.24xlarge", "ml.g4dn.12xlarge", "ml.c5n.18xlarge"):
+        p = plan(config(hosts=("algo-1", "algo-2"), instance_type=instance_type), facts=GPU8)
+        assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO"} & set(p.env), instance_type
 
 
-def test_libfabric_btl_only_where_efa_is():
-    efa = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p4d.24xlarge"), facts=GPU8)
-    assert mca(efa.command)["btl"] == "^openib"
-    plain = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p3.16xlarge"), facts=GPU8)
-    assert mca(plain.command)["btl"] == "^openib,ofi"
-    # A btl the user chose replaces ours.
-    custom = plan(config(hosts=("algo-1", "algo-2"), hps={"sagemaker_mpi_custom_mpi_options": "-mca btl self,tcp"}))
+def test_nccl_socket_transport_on_100_gbps_hosts():
+    for instance_type in ("ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.g5.48xlarge"):
+        p = plan(config(hosts=("algo-1", "algo-2"), instance_type=instance_type), facts=GPU8)
+        assert (p.env["NCCL_SOCKET_NTHREADS"], p.env["NCCL_NSOCKS_PERTHREAD"]) == ("4", "8"), instance_type
+        assert {"NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"} <= exported(p.command)
+        # NCCL caps threads x sockets at 64.
+        assert int(p.env["NCCL_SOCKET_NTHREADS"]) * int(p.env["NCCL_NSOCKS_PERTHREAD"]) <= 64
+    # Slower links keep NCCL's own choice.
+    for instance_type in ("ml.p3.16xlarge", "ml.g5.12xlarge", "ml.g4dn.12xlarge", "ml.c5.xlarge", None):
+        p = plan(config(hosts=("algo-1", "algo-2"), instance_type=instance_type), facts=GPU8)
+        assert "NCCL_SOCKET_NTHREADS" not in p.env and "NCCL_NSOCKS_PERTHREAD" not in p.env, instance_type
+    # A value the user set wins, and the other default still applies.
+    p = plan(config(hosts=("algo-1", "algo-2"), instance_type="ml.p4d.24xlarge"), facts=GPU8,
+             env={"PATH": "/usr/bin", "NCCL_SOCKET_NTHREADS": "2"})
+    assert "NCCL_SOCKET_NTHREADS" not in p.env and p.env["NCCL_NSOCKS_PERTHREAD"] == "8"
+    assert "NCCL_SOCKET_NTHREADS" in exported(p.command)
+
+
+def test_no_libfabric_btl_on_any_instance_type():
+    # Measured cost (~1.5 s per job) and no EFA path this image can use: off everywhere.
+    for instance_type in ("ml.p4d.24xlarge", "ml.c5n.18xlarge", "ml.p3.16xlarge", "ml.c5.xlarge"):
+        p = plan(config(hosts=("algo-1", "algo-2"), instance_type=instance_type), facts=GPU8)
+        assert mca(p.command)["btl"] == "^openib,ofi", instance_type
+    # A btl the user chose replaces ours (e.g. to try the ofi BTL on EFA).
+    custom = plan(config(hosts=("algo-1", "algo-2"), hps={"sagemaker_mpi_custom_mpi_options": "-mca btl ^openib"}))
     assert "^openib,ofi" not in custom.command and custom.command.count("btl") == 1
 
 

@@ -35,13 +35,18 @@ EXPORTED_NAMES = ("PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONUNBUFFERED", "
                   "OMP_NUM_THREADS", "TRAINING_JOB_NAME", "TRAINING_JOB_ARN")
 EXPORTED_PREFIXES = ("SM_", "MXNET_", "HOROVOD_", "NCCL_", "FI_", "AWS_", "SMMH_")
 
-# Instance types with an Elastic Fabric Adapter, where NCCL must go through libfabric's EFA provider.
-EFA_INSTANCE_TYPES = frozenset({
-    "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge",
-    "ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g4dn.16xlarge", "ml.g5.8xlarge", "ml.g5.12xlarge",
-    "ml.g5.16xlarge", "ml.g5.24xlarge", "ml.g5.48xlarge", "ml.c5n.9xlarge", "ml.c5n.18xlarge",
+# NCCL's socket transport on hosts with 100 Gbps networking or more (ml.p3dn, p4d/p4de, g5/g6.48xlarge,
+# g6e.24/48xlarge). These hosts have EFA, but this image cannot use it: NCCL needs the aws-ofi-nccl plugin,
+# which neither PyPI nor Debian ships (Debian's libfabric1 has the EFA provider, the plugin is what is missing),
+# so NCCL talks TCP there like everywhere else. One socket on one thread does not fill such a link: NCCL's
+# documentation advises 4 helper threads "for generic 100G networks", and its own AWS auto-detection
+# (ENA's PCI vendor id) opens 8 sockets per thread, a detection that fails where the container's eth0 is
+# a virtual device with no PCI vendor to read. 4 x 8 = 32 sockets, within NCCL's limit of 64.
+NCCL_100G_INSTANCE_TYPES = frozenset({
+    "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.g5.48xlarge", "ml.g6.48xlarge",
+    "ml.g6e.24xlarge", "ml.g6e.48xlarge",
 })
-EFA_RDMA_INSTANCE_TYPES = frozenset({"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge"})
+NCCL_100G_SOCKET_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "8"}
 
 # The GPU memory and engine settings the R-CNN blog and GluonCV's Horovod scripts tuned for V100s.
 RCNN_GPU_MXNET_DEFAULTS = {
@@ -241,14 +246,14 @@ def nccl_debug_rule(requested: str | None, facts: HostFacts, base_env: Mapping[s
                                       "sagemaker_mpi_custom_mpi_options for its setup details")
 
 
-def mpi_params(interface: str | None, yield_when_idle: bool, run_dir: str | None,
-               efa: bool = False) -> list[tuple[str, str]]:
+def mpi_params(interface: str | None, yield_when_idle: bool, run_dir: str | None) -> list[tuple[str, str]]:
     """The -mca parameters, in order. Why each: see docs in README (Launcher > mpirun flags)."""
     params = [
         ("pml", "ob1"),  # TCP/shared memory; no UCX/openib probing on hosts without InfiniBand
-        # Without a fabric, the libfabric BTL only costs time: ~0.5 s in MPI_Init and 1 s in MPI_Finalize
-        # per job across hosts (measured here); it stays where EFA is what it would find.
-        ("btl", "^openib" if efa else "^openib,ofi"),
+        # The libfabric BTL costs ~0.5 s in MPI_Init and 1 s in MPI_Finalize per job across hosts (measured
+        # here). It is off on EFA hosts too: pml ob1 with the ofi BTL over EFA was never run here, and AWS's
+        # own MPI-over-EFA path is pml cm with the ofi MTL; TCP is what every host is known to work with.
+        ("btl", "^openib,ofi"),
         ("btl_vader_single_copy_mechanism", "none"),  # containers lack CAP_SYS_PTRACE for CMA
         ("plm_rsh_no_tree_spawn", "1"),  # only the master holds the cluster key
         ("orte_abort_on_non_zero_status", "1"),  # one failed rank ends the job instead of hanging it
@@ -418,15 +423,13 @@ def make_plan(
             notes.append(f"mpi_yield_when_idle=1 ({cores_per_rank} core(s) per rank: busy polling would starve it)")
         if interface:
             default("NCCL_SOCKET_IFNAME", interface, "the cluster interface")
-        efa = resource.current_instance_type in EFA_INSTANCE_TYPES
-        if efa:
-            default("FI_PROVIDER", "efa", f"{resource.current_instance_type} has EFA")
-            default("NCCL_PROTO", "simple", "EFA")
-            if resource.current_instance_type in EFA_RDMA_INSTANCE_TYPES:
-                default("FI_EFA_USE_DEVICE_RDMA", "1", "EFA with GPUDirect RDMA")
+        if resource.current_instance_type in NCCL_100G_INSTANCE_TYPES:
+            for name, value in NCCL_100G_SOCKET_DEFAULTS.items():
+                default(name, value, f"NCCL sockets on {resource.current_instance_type}'s 100+ Gbps network "
+                                     "(NCCL's documentation; no EFA plugin in this image)")
         multi_host = len(hosts) > 1
         params = [(n, v) for n, v in mpi_params(interface if multi_host else None, yield_when_idle,
-                                                run_dir if multi_host else None, efa=efa)
+                                                run_dir if multi_host else None)
                   if not (n != "mpi_yield_when_idle" and _user_sets_mca(n, settings.custom_mpi_options, base_env))]
         merged = {**base_env, **env}
         exported = sorted(n for n in merged if n in EXPORTED_NAMES or n.startswith(EXPORTED_PREFIXES))
