@@ -114,17 +114,18 @@ lock-gpu: check-ca base-image ## Re-resolve docker/constraints-gpu.txt from the 
 	  $(build_args) .
 	@echo "lock-gpu: wrote docker/constraints-gpu.txt; rebuild with make build-gpu"
 
-structure-test: tools ## Run tests/structure/{common,cpu}.yaml against $(IMAGE_REPO):cpu
+structure-test: tools ## Run tests/structure/{common,cpu,supply-chain}.yaml against $(IMAGE_REPO):cpu
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test: no image $(CPU_TAG); run make build first" >&2; exit 1; }
-	$(call structure_test,cpu,$(CPU_TAG),--config tests/structure/common.yaml --config tests/structure/cpu.yaml)
+	$(call structure_test,cpu,$(CPU_TAG),--config tests/structure/common.yaml --config tests/structure/cpu.yaml \
+	  --config tests/structure/supply-chain.yaml)
 
 # gpu.yaml runs on the image itself. common.yaml imports mxnet, which needs libcuda.so.1: it runs on
 # the image plus a stub of it (Dockerfile target gpu-stub-driver-test, built from the cache).
-structure-test-gpu: tools ## Run tests/structure/gpu.yaml on $(IMAGE_REPO):gpu, common.yaml on it + a libcuda stub
+structure-test-gpu: tools ## Run tests/structure/{gpu,supply-chain}.yaml on $(IMAGE_REPO):gpu, common.yaml on it + a libcuda stub
 	@$(DOCKER) image inspect $(GPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test-gpu: no image $(GPU_TAG); run make build-gpu first" >&2; exit 1; }
-	$(call structure_test,gpu,$(GPU_TAG),--config tests/structure/gpu.yaml)
+	$(call structure_test,gpu,$(GPU_TAG),--config tests/structure/gpu.yaml --config tests/structure/supply-chain.yaml)
 	$(DOCKER) build -f $(DOCKERFILE) --target gpu-stub-driver-test -t $(GPU_STUB_TEST_TAG) \
 	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
 	$(call structure_test,gpu-stub-driver,$(GPU_STUB_TEST_TAG),--config tests/structure/common.yaml)
@@ -162,7 +163,7 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
 	touch $@
 
-test: tools lint build structure-test build-gpu structure-test-gpu size image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
+test: tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration \
 	  tests/faults
 
