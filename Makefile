@@ -173,7 +173,7 @@ SBOM_DIR ?= out/sbom
 AUDIT_VENV ?= .cache/audit
 # 1: an unreachable advisory database fails make audit (CodeBuild); otherwise it is reported and skipped.
 AUDIT_STRICT ?=
-sbom: ## Copy each built flavor's SBOM (CycloneDX) and license report to $(SBOM_DIR)/FLAVOR/ (FLAVORS)
+sbom: ## Copy each built flavor's SBOM (CycloneDX) and license report to out/sbom/FLAVOR/ (SBOM_DIR, FLAVORS)
 	@found=0; for flavor in $(FLAVORS); do \
 	  image=$(IMAGE_REPO):$$flavor; \
 	  if ! $(DOCKER) image inspect "$$image" >/dev/null 2>&1; then echo "sbom: no image $$image, skipped"; continue; fi; \
