@@ -3,6 +3,7 @@ the vulnerability gate (scripts/audit.py, `make audit`). No Docker, no network."
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -170,3 +171,22 @@ def test_skipped_packages_mean_the_database_was_not_asked(tmp_path):
     fake.chmod(0o755)
     with pytest.raises(audit.Unreachable, match="skipped requests"):
         audit.run_pip_audit(str(fake), ["requests==2.19.0"])
+
+
+# --- the Dockerfile's SBOM step ------------------------------------------------------------------------------
+
+def stage_instructions(stage: str) -> list[str]:
+    """The instructions (continuation lines joined) of one stage of docker/Dockerfile."""
+    text = re.sub(r"\\\n", " ", (ROOT / "docker/Dockerfile").read_text())
+    lines = [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    start = next(i for i, line in enumerate(lines) if re.match(rf"FROM \S+ AS {stage}$", line))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("FROM ")), len(lines))
+    return lines[start + 1:end]
+
+
+@pytest.mark.parametrize("stage", ["cpu", "gpu"])
+def test_sbom_is_written_by_the_last_filesystem_change_of_each_final_stage(stage):
+    # Anything that changes the filesystem after the SBOM step would be missing from the image's SBOM.
+    changes = [line for line in stage_instructions(stage) if line.split()[0] in ("RUN", "COPY", "ADD")]
+    assert "/mnt/syft scan dir:/" in changes[-1], f"{stage}: the SBOM RUN must come last, not {changes[-1][:80]}"
+    assert "from=sbom-kit" in changes[-1] and "license_report.py" in changes[-1]
