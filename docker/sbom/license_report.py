@@ -44,14 +44,15 @@ _TEXT_PHRASES = (
 LONG_LICENSE_NAME = 80
 
 # What NVIDIA's CUDA, cuDNN and NCCL wheels are licensed under (their metadata says only "NVIDIA Proprietary
-# Software" or "Other/Proprietary License"). All three allow redistributing the runtime libraries with an
-# application, which is what this image does.
+# Software" or carries the whole agreement): (wheel name prefix, license, where it is, class). All three allow
+# redistributing the runtime libraries with an application, which is what this image does.
 NVIDIA_LICENSES = (
-    ("nvidia-cudnn", "NVIDIA cuDNN Software License Agreement: the cuDNN runtime libraries may be distributed "
-                     "with an application (https://docs.nvidia.com/deeplearning/cudnn/latest/reference/eula.html)"),
-    ("nvidia-nccl", "NCCL license, BSD-3-Clause style (https://github.com/NVIDIA/nccl/blob/master/LICENSE.txt)"),
-    ("nvidia-", "NVIDIA CUDA Toolkit End User License Agreement: redistributable runtime components listed in "
-                "its Attachment A (https://docs.nvidia.com/cuda/eula/)"),
+    ("nvidia-cudnn", "NVIDIA cuDNN Software License Agreement (runtime redistributable)",
+     "https://docs.nvidia.com/deeplearning/cudnn/latest/reference/eula.html", PROPRIETARY),
+    ("nvidia-nccl", "NCCL license (BSD-3-Clause style)",
+     "https://github.com/NVIDIA/nccl/blob/master/LICENSE.txt", PERMISSIVE),
+    ("nvidia-", "NVIDIA CUDA Toolkit EULA (Attachment A: redistributable)",
+     "https://docs.nvidia.com/cuda/eula/", PROPRIETARY),
 )
 
 
@@ -114,8 +115,9 @@ def component_licenses(component: dict) -> tuple[str, ...]:
     return tuple(sorted({n.strip() for n in names if n and n.strip()}))
 
 
-def nvidia_license(name: str) -> str | None:
-    return next((text for prefix, text in NVIDIA_LICENSES if name.startswith(prefix)), None)
+def nvidia_license(name: str) -> tuple[str, str, str] | None:
+    """(license, where it is, class) of an NVIDIA wheel, by name."""
+    return next((rest for prefix, *rest in NVIDIA_LICENSES if name.startswith(prefix)), None)
 
 
 def entries(sbom: dict, root: Path | None = None) -> list[Entry]:
@@ -130,7 +132,8 @@ def entries(sbom: dict, root: Path | None = None) -> list[Entry]:
         licenses = component_licenses(component)
         license_class, note = classify(licenses), ""
         if kind == "python" and (named := nvidia_license(name)):
-            licenses, license_class, note = (named,), PROPRIETARY, "NVIDIA, redistributable"
+            license_name, where, license_class = named
+            licenses, note = (license_name,), f"NVIDIA: {where}"
         if not licenses and kind == "deb" and root is not None:
             copyright_file = root / "usr/share/doc" / name / "copyright"
             note = (f"no machine-readable license in /usr/share/doc/{name}/copyright" if copyright_file.exists()

@@ -78,9 +78,12 @@ def test_entries_name_nvidia_licenses_and_explain_unknown_debian_ones(tmp_path):
     cudnn, nccl, cublas = (by_name[(n, v)] for n, v in [("nvidia-cudnn-cu11", "8.5.0.96"),
                                                           ("nvidia-nccl-cu11", "2.21.5"),
                                                           ("nvidia-cublas-cu11", "11.10.3.66")])
-    assert "cuDNN Software License Agreement" in cudnn.licenses[0]
-    assert "NCCL license" in nccl.licenses[0] and "BSD-3-Clause" in nccl.licenses[0]
-    assert "CUDA Toolkit End User License Agreement" in cublas.licenses[0]
+    assert cudnn.licenses == ("NVIDIA cuDNN Software License Agreement (runtime redistributable)",)
+    assert nccl.licenses == ("NCCL license (BSD-3-Clause style)",) and nccl.license_class == report.PERMISSIVE
+    assert cublas.licenses == ("NVIDIA CUDA Toolkit EULA (Attachment A: redistributable)",)
+    assert cublas.license_class == cudnn.license_class == report.PROPRIETARY
+    assert cublas.note == "NVIDIA: https://docs.nvidia.com/cuda/eula/"
+    assert all(not report.is_license_text(e.licenses[0]) for e in (cudnn, nccl, cublas))  # shown in full
     assert by_name[("bash", "5.2")].note == "no machine-readable license in /usr/share/doc/bash/copyright"
     assert by_name[("scipy", "1.15.3")].license_class == report.PERMISSIVE
 
@@ -91,8 +94,7 @@ def test_report_lists_what_needs_review_first():
     review_rows = [line for line in review.splitlines() if line.startswith("| deb") or line.startswith("| python")]
     names = [row.split(" | ")[1] for row in review_rows]
     assert names[:2] == ["bash", "yacs"]  # unknown first
-    assert set(names) == {"bash", "yacs", "nvidia-cublas-cu11", "nvidia-cudnn-cu11", "nvidia-nccl-cu11",
-                          "libc6", "libffi8", "paramiko"}
+    assert set(names) == {"bash", "yacs", "nvidia-cublas-cu11", "nvidia-cudnn-cu11", "libc6", "libffi8", "paramiko"}
     assert "numpy" not in review and "| python | numpy | 1.23.5 | BSD | permissive |" in everything
     assert "| python | scipy | 1.15.3 | BSD-style (license text) | permissive |" in everything
     assert all("\n" not in row for row in review_rows)
