@@ -291,14 +291,27 @@ def check_distribution(args, env, environ=None):
     """Configuration errors that need no data: fail before anything is loaded."""
     environ = os.environ if environ is None else environ
     if not args.horovod:
-        hosts = _sm_hosts(environ)
+        hosts = _job_hosts(environ)
         if len(hosts) > 1:
             raise smc.EntrypointError(
-                f"--horovod false runs one process on one host, but SM_HOSTS lists {len(hosts)} hosts "
+                f"--horovod false runs one process on one host, but this job spans {len(hosts)} hosts "
                 f"({', '.join(hosts)}): use --horovod true for multi-host training or a single instance")
         if env.size > 1:
             raise smc.EntrypointError(
                 f"--horovod false runs one process over all devices, but {env.size} ranks were launched")
+
+
+def _job_hosts(environ):
+    """The hosts this program's job spans: in a heterogeneous cluster, the distribution instance groups'
+    hosts (SM_TRAINING_ENV's distribution_hosts), or this host alone when it is outside them; else SM_HOSTS."""
+    current = environ.get("SM_CURRENT_HOST")
+    try:
+        distribution = json.loads(environ.get("SM_TRAINING_ENV") or "{}").get("distribution_hosts")
+    except (ValueError, AttributeError):
+        distribution = None
+    if current and isinstance(distribution, list) and distribution:
+        return [str(h) for h in distribution] if current in distribution else [current]
+    return _sm_hosts(environ)
 
 
 def _sm_hosts(environ):

@@ -154,12 +154,25 @@ def test_usable_objects_follow_gluoncv_rules():
 
 def test_horovod_false_rejects_several_hosts():
     args = Namespace(horovod=False)
-    with pytest.raises(smc.EntrypointError, match="SM_HOSTS lists 2 hosts"):
+    with pytest.raises(smc.EntrypointError, match="this job spans 2 hosts"):
         rc.check_distribution(args, smc.DistEnv(), {"SM_HOSTS": '["algo-1", "algo-2"]'})
     with pytest.raises(smc.EntrypointError, match="2 ranks were launched"):
         rc.check_distribution(args, smc.DistEnv(0, 2, 0, 2), {})
     rc.check_distribution(args, smc.DistEnv(), {"SM_HOSTS": '["algo-1"]'})
     rc.check_distribution(Namespace(horovod=True), smc.DistEnv(), {"SM_HOSTS": '["algo-1", "algo-2"]'})
+
+
+def test_horovod_false_counts_the_hosts_of_its_own_job_in_a_heterogeneous_cluster():
+    args = Namespace(horovod=False)
+    hosts = '["algo-1", "algo-2", "algo-3"]'
+    # algo-3 is outside the distribution groups: it runs alone.
+    outside = {"SM_HOSTS": hosts, "SM_CURRENT_HOST": "algo-3",
+               "SM_TRAINING_ENV": '{"distribution_hosts": ["algo-1", "algo-2"]}'}
+    rc.check_distribution(args, smc.DistEnv(), outside)
+    with pytest.raises(smc.EntrypointError, match="this job spans 2 hosts \\(algo-1, algo-2\\)"):
+        rc.check_distribution(args, smc.DistEnv(), {**outside, "SM_CURRENT_HOST": "algo-1"})
+    solo = {"SM_HOSTS": hosts, "SM_CURRENT_HOST": "algo-3", "SM_TRAINING_ENV": '{"distribution_hosts": ["algo-3"]}'}
+    rc.check_distribution(args, smc.DistEnv(), solo)
 
 
 # ---------------------------------------------------------------------------------------------
