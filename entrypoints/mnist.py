@@ -83,7 +83,6 @@ EVAL_BATCH_SIZE = 1000
 PIPE_WAIT_SECONDS = 600  # how long a Pipe-mode FIFO may take to appear before the job fails
 
 _NUMBER = r"([0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"
-_EPOCH_LINE = r"epoch=\d+ train_loss=\S+ train_accuracy=\S+ val_accuracy=\S+ samples_per_sec=\S+"
 # For the estimator's metric_definitions. Each regex matches only the per-epoch line (batch progress
 # lines start "epoch=N batch=..."), and captures one number.
 METRIC_DEFINITIONS = [

@@ -1445,9 +1445,3 @@ def main(kind, description, argv=None):
     except KeyboardInterrupt:
         smc.fail(kind.prog, "interrupted", 130)
     _exit(smc.EXIT_OK)
-
-
-def run_module(kind, doc, argv=None):
-    description = (doc or "").strip().splitlines()[0] if doc else kind.prog
-    return main(kind, description, argv)
-

@@ -1,4 +1,4 @@
-"""Helpers shared by the SageMaker training entrypoints (mnist.py now, the GluonCV R-CNN ones later).
+"""Helpers shared by the SageMaker training entrypoints (mnist.py and the GluonCV R-CNN ones).
 
 Stdlib and the image's pure-Python `sagemaker_mxnet_horovod.recordio` only at import time (numpy/mxnet
 are imported by the callers), so an entrypoint can parse arguments, resolve paths and validate its input

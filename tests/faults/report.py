@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run the fault scenarios outside pytest and print their report table, for this image's launcher, for
-the sagemaker-training toolkit's MPI runner in the same image, or for both (the README shows both).
+the sagemaker-training toolkit's MPI runner in the same image, or for both (docs/faults.md shows both).
 
   python3 tests/faults/report.py --launcher both [--only "one rank raises"] [--image IMAGE]
 

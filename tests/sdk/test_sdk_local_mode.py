@@ -1,7 +1,7 @@
 """SDK local mode through the real SageMaker Python SDK: examples/sdk_v2_estimator.py (Estimator) and
 examples/sdk_v3_model_trainer.py (ModelTrainer, Mode.LOCAL_CONTAINER), 2 CPU hosts, the built-in MNIST.
 
-What each generation does (see README, "Local mode with the SageMaker Python SDK"):
+What each generation does (see docs/local-mode.md):
   v2: compose services algo-N-<5 random chars>, `command: train`, resourceconfig network_interface_name eth0.
   v3: services algo-N, no command (the image's CMD `train` runs), network_interface_name "ethwe", which does
       not exist in a compose network: the launcher falls back to the default route's interface.

@@ -260,7 +260,7 @@ def nccl_debug_rule(requested: str | None, facts: HostFacts, base_env: Mapping[s
 
 
 def mpi_params(interface: str | None, yield_when_idle: bool, run_dir: str | None) -> list[tuple[str, str]]:
-    """The -mca parameters, in order. Why each: see docs in README (Launcher > mpirun flags)."""
+    """The -mca parameters, in order. Why each: docs/launcher.md ("The mpirun command")."""
     params = [
         ("pml", "ob1"),  # TCP/shared memory; no UCX/openib probing on hosts without InfiniBand
         # The libfabric BTL costs ~0.5 s in MPI_Init and 1 s in MPI_Finalize per job across hosts (measured

@@ -21,7 +21,7 @@ path parts are ``<split>/<file_name>``, which is what GluonCV 0.10's own loaders
 Usage::
 
     python -m sagemaker_mxnet_horovod.synthetic_coco OUT_DIR [--train 8] [--val 4] [--image-size 320] [--seed 0]
-    synth-data coco OUT_DIR ...            (once the lead hooks `add_subcommand` into the synth-data CLI)
+    synth-data coco OUT_DIR ...            (the same, through the image's synth-data command)
 """
 
 import argparse
@@ -61,8 +61,6 @@ COCO_CATEGORIES = [
     (85, "clock", "indoor"), (86, "vase", "indoor"), (87, "scissors", "indoor"), (88, "teddy bear", "indoor"),
     (89, "hair drier", "indoor"), (90, "toothbrush", "indoor"),
 ]
-COCO_CATEGORY_NAMES = [name for _, name, _ in COCO_CATEGORIES]
-COCO_CATEGORY_IDS = [cid for cid, _, _ in COCO_CATEGORIES]
 
 # shape -> COCO category id
 SHAPE_CATEGORIES = {"rectangle": 1, "ellipse": 3, "triangle": 18}
