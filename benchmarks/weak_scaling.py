@@ -14,10 +14,12 @@ On shared hardware two busy cores run slower than one busy core alone (memory ba
 the control's summed throughput is the ceiling this machine allows two ranks; efficiency is printed both
 ways: vs 2 x one rank alone (Horovod's definition) and vs the control. Each is run at batch 64 and at a
 compute-bound batch (--batches). Throughput: global samples/s of the steady epochs (the first left out),
-from the program's metrics.json. Needs 2 cores.
+from the program's metrics.json; for Faster R-CNN (--model faster_rcnn: batch 1 per rank, random weights,
+synthetic COCO) global images/s of iterations 2..N from rank 0's log lines. Needs 2 cores.
 
-  python3 benchmarks/weak_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--batches 64 512]
-      [--epochs 3] [--train 12000] [--repeat 2]
+  python3 benchmarks/weak_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--data path/to/mnist]
+      [--batches 64 512] [--epochs 3] [--train 12000] [--repeat 2]
+  python3 benchmarks/weak_scaling.py --model faster_rcnn [--iterations 4] [--short 320] [--repeat 1]
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def main() -> int:
                     else:
                         rate = run_configuration(name, args.image, data, batch, workdir, args)
                     rates.setdefault((batch, name), []).append(rate)
-                    print(f"round {round_ + 1} batch {batch:4d} {name:34s} {rate:8.1f} samples/s "
+                    print(f"round {round_ + 1} batch {batch:4d} {name:34s} {rate:8.3f} samples/s "
                           f"(load before {before}, after {load()})", flush=True)
 
     print()
@@ -190,7 +192,7 @@ def main() -> int:
         for name in [*CONFIGURATIONS, CONTROL]:
             rate = statistics.median(rates[(batch, name)])
             ranks = 1 if name == "1 host x 1 rank" else 2
-            print(f"{batch:10d} {name:34s} {rate:10.1f} {rate / (ranks * one):14.2f} "
+            print(f"{batch:10d} {name:34s} {rate:10.3f} {rate / (ranks * one):14.2f} "
                   + (f"{rate / control:11.2f}" if ranks == 2 else f"{'-':>11s}"))
     return 0
 
