@@ -84,7 +84,7 @@ def fetch_user_code(plan: Plan) -> None:
 
         log(f"installing {code_dir / 'requirements.txt'}")
         # The toolkit's pip runs with this process's environment: give it the plan's pip settings (the
-        # warm pool's cache directory, see plan.warm_pool_cache_env).
+        # warm pool's cache directory, see env_rules.warm_pool_cache).
         os.environ.update({name: value for name, value in plan.env.items() if name.startswith("PIP_")})
         modules.install_requirements(str(code_dir), capture_error=True)
     script = code_dir / program.name
