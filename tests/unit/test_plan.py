@@ -451,3 +451,16 @@ def test_warm_pool_cache_holds_pips_cache_and_mxnet_home():
     # A value the user set wins.
     p = plan(config(), env={**warm, "MXNET_HOME": "/data/mxnet", "PIP_CACHE_DIR": "/data/pip"})
     assert "MXNET_HOME" not in p.env and "PIP_CACHE_DIR" not in p.env
+
+
+def test_notes_in_order_config_layout_environment_rules_then_stray_outputs():
+    hps = {"sagemaker_mpi_num_of_processes_per_host": "3", "horovod_unknown": "1",
+           "sagemaker_mpi_custom_mpi_options": "-x HOROVOD_TIMELINE=/opt/ml/output/timeline.json"}
+    p = plan(config(hosts=("algo-1", "algo-2"), interface="ethwe", hps=hps))
+    assert [note.split("=")[0].split(" ")[0] for note in p.notes] == [
+        "unknown",  # the config's warnings
+        "sagemaker_mpi_num_of_processes_per_host", "network_interface_name",  # layout
+        "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "OMP_NUM_THREADS",  # environment
+        "mpi_yield_when_idle", "NCCL_SOCKET_IFNAME",
+        "WARNING",  # files SageMaker would not upload
+    ]

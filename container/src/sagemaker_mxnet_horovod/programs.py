@@ -69,7 +69,11 @@ def load_launch_rules(program: str | None, entrypoints_dir: str) -> LaunchRules:
         raise PlanError(f"the launch rules of {program} are missing: no {path}")
     spec = importlib.util.spec_from_file_location(f"launch_rules_{program}", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:  # noqa: BLE001 - a broken module must reach the failure file, named
+        raise PlanError(f"the launch rules of {program} in {path} cannot be loaded: "
+                        f"{type(error).__name__}: {error}") from error
     return LaunchRules(
         environment=getattr(module, "environment", _no_environment),
         single_process_when_false=MappingProxyType(dict(getattr(module, "SINGLE_PROCESS_WHEN_FALSE", {}))),
