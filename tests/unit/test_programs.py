@@ -16,7 +16,6 @@ from sagemaker_mxnet_horovod.programs import (
 
 PATHS = Paths(Path("/opt/ml"))
 ENTRYPOINTS = Path(__file__).resolve().parents[2] / "entrypoints"
-RCNN_LAUNCH = ENTRYPOINTS / "mxnet_programs" / "rcnn" / "launch.py"
 
 
 def config(**hps):

@@ -29,7 +29,7 @@ class Layout:
 
     @property
     def role(self) -> str:
-        """"single": run the program here; "master": run mpirun; "worker": serve the master's mpirun."""
+        """single: run the program here; master: run mpirun; worker: serve the master's mpirun."""
         if not self.use_mpi:
             return "single"
         return "master" if self.current_host == self.master_host else "worker"
