@@ -40,17 +40,32 @@ def test_no_program():
         resolve_program(config(), "python", "/opt/entrypoints")
 
 
-@pytest.mark.parametrize("name,argv", [
-    ('"train.py"', ("python", "/opt/ml/code/train.py", "--epochs", "1")),
-    ("run.sh", ("/bin/sh", "/opt/ml/code/run.sh", "--epochs", "1")),
-    ("trainer", ("/opt/ml/code/trainer", "--epochs", "1")),
-    ("sub/train.py", ("python", "/opt/ml/code/sub/train.py", "--epochs", "1")),
+# As the toolkit's sagemaker_training._entry_point_type: .sh is a command; else a setup.py makes a package
+# (python -m); else .py is a script; else a command. Commands run through sh from the code directory (the
+# rank's working directory), so their #! line chooses the interpreter.
+RUN_COMMAND = ("/bin/sh", "-c", './"$0" "$@"')
+
+
+@pytest.mark.parametrize("name,package,kind,argv", [
+    ('"train.py"', False, "script", ("python", "/opt/ml/code/train.py", "--epochs", "1")),
+    ("sub/train.py", False, "script", ("python", "/opt/ml/code/sub/train.py", "--epochs", "1")),
+    ("run.sh", False, "command", (*RUN_COMMAND, "run.sh", "--epochs", "1")),
+    ("bin/run.sh", False, "command", (*RUN_COMMAND, "bin/run.sh", "--epochs", "1")),
+    ("trainer", False, "command", (*RUN_COMMAND, "trainer", "--epochs", "1")),
+    ("train.py", True, "package", ("python", "-m", "train", "--epochs", "1")),
+    ("trainer", True, "package", ("python", "-m", "trainer", "--epochs", "1")),
+    ("run.sh", True, "command", (*RUN_COMMAND, "run.sh", "--epochs", "1")),
 ])
-def test_user_script_from_submit_directory(name, argv):
+def test_user_entry_point_from_submit_directory(name, package, kind, argv):
     cfg = config(sagemaker_program=name, sagemaker_submit_directory='"s3://bucket/src/sourcedir.tar.gz"', epochs="1")
-    program = resolve_program(cfg, "python", "/opt/entrypoints")
+    program = resolve_program(cfg, "python", "/opt/entrypoints", code_is_package=package)
     assert not program.builtin and program.submit_directory == "s3://bucket/src/sourcedir.tar.gz"
-    assert program.code_dir == "/opt/ml/code" and program.argv == argv
+    assert program.code_dir == "/opt/ml/code" and (program.kind, program.argv) == (kind, argv)
+
+
+def test_a_builtin_program_ignores_a_setup_py_in_the_code_directory():
+    program = resolve_program(config(sagemaker_program="mnist"), "python", "/opt/entrypoints", code_is_package=True)
+    assert program.argv == ("python", "/opt/entrypoints/mnist.py")
 
 
 @pytest.mark.parametrize("name", ["/etc/passwd", "../escape.py", "a/../../b.py"])

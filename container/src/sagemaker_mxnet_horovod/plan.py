@@ -64,10 +64,11 @@ def make_plan(
     python: str = "python3",
     entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR,
     run_dir: str = DEFAULT_RUN_DIR,
+    code_is_package: bool = False,
 ) -> Plan:
     launch = load_launch_rules(program_name_of(config), entrypoints_dir)
     layout = plan_layout(config, facts, launch)
-    program = resolve_program(config, python, entrypoints_dir)
+    program = resolve_program(config, python, entrypoints_dir, code_is_package)
     check_gpus_supported(facts, base_env)
 
     # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.

@@ -32,6 +32,7 @@ class Program:
     builtin: bool
     submit_directory: str | None = None  # local dir or s3:// tarball to fetch into code_dir first
     code_dir: str | None = None
+    kind: str = "script"  # a user's entry point: "script" (python FILE), "package" (python -m) or "command"
 
 
 def _no_environment(program: str, gpu_count: int) -> list[tuple[str, str, str]]:
@@ -80,7 +81,21 @@ def load_launch_rules(program: str | None, entrypoints_dir: str) -> LaunchRules:
     )
 
 
-def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str) -> Program:
+def user_entry_point_kind(name: str, code_is_package: bool) -> str:
+    """The toolkit's rule (sagemaker_training._entry_point_type), so a user's entry point runs as it did there:
+    a `.sh` file is a command; else a code directory with a setup.py is a Python package, run as a module after
+    `pip install .`; else a `.py` file is a script; anything else is a command."""
+    if name.endswith(".sh"):
+        return "command"
+    if code_is_package:
+        return "package"
+    return "script" if name.endswith(".py") else "command"
+
+
+def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str,
+                    code_is_package: bool = False) -> Program:
+    """The program every rank runs. `code_is_package`: the user's code directory has a setup.py (known once the
+    code is fetched; the launcher plans again if fetching changed it)."""
     settings = config.settings
     name = settings.program
     args = command_line_arguments(config.program_args)
@@ -101,11 +116,14 @@ def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str) -
         raise PlanError(f"sagemaker_program {name!r} must be a path inside sagemaker_submit_directory")
     code_dir = str(config.paths.code_dir)
     script = str(Path(code_dir) / name)
-    if name.endswith(".py"):
+    kind = user_entry_point_kind(name, code_is_package)
+    if kind == "package":
+        argv = (python, "-m", name.removesuffix(".py"), *args)
+    elif kind == "script":
         argv = (python, script, *args)
-    elif name.endswith(".sh"):
-        argv = ("/bin/sh", script, *args)
     else:
-        argv = (script, *args)
+        # As the toolkit: through sh from the code directory (each rank's working directory), so the file's own
+        # #! line picks its interpreter, and a file without one runs with sh. fetch_user_code makes it executable.
+        argv = ("/bin/sh", "-c", './"$0" "$@"', name, *args)
     return Program(name=name, argv=argv, builtin=False, submit_directory=settings.submit_directory,
-                   code_dir=code_dir)
+                   code_dir=code_dir, kind=kind)
