@@ -10,8 +10,9 @@ from sagemaker_mxnet_horovod.config import (
     parse_launcher_settings,
     parse_training_config,
 )
+from sagemaker_mxnet_horovod.env_rules import hang_watch_env
 from sagemaker_mxnet_horovod.facts import HostFacts
-from sagemaker_mxnet_horovod.plan import hang_watch_env, make_plan
+from sagemaker_mxnet_horovod.plan import make_plan
 
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
 

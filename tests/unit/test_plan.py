@@ -1,4 +1,5 @@
-"""Plan: the mpirun argv and environment as data, for every shape of job."""
+"""make_plan: the rules composed, end to end, for every shape of job (each rule's own branches: test_layout.py,
+test_env_rules.py, test_mpirun.py, test_programs.py)."""
 
 import json
 import shlex
@@ -7,11 +8,18 @@ from pathlib import Path
 import pytest
 from sagemaker_mxnet_horovod.config import ConfigError, Paths, parse_training_config
 from sagemaker_mxnet_horovod.facts import HostFacts
-from sagemaker_mxnet_horovod.plan import PlanError, choose_interface, describe, make_plan
+from sagemaker_mxnet_horovod.plan import describe, make_plan, rank_environment
+from sagemaker_mxnet_horovod.programs import PlanError
 
 PATHS = Paths(Path("/opt/ml"))
+ENTRYPOINTS = str(Path(__file__).resolve().parents[2] / "entrypoints")  # the built-in programs' launch rules
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
 GPU8 = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0", hostname="ip-10")
+
+
+def rcnn_config(hosts=("algo-1",), **hps):
+    return parse_training_config(PATHS, {"current_host": "algo-1", "hosts": list(hosts)},
+                                 {"sagemaker_program": "mask_rcnn", **hps}, {}, {})
 
 
 def config(hosts=("algo-1",), current="algo-1", hps=None, interface="eth0", instance_type=None, channels=None):
@@ -25,7 +33,8 @@ def config(hosts=("algo-1",), current="algo-1", hps=None, interface="eth0", inst
 
 
 def plan(cfg, facts=CPU2, env=None, **kwargs):
-    return make_plan(cfg, facts, env or {"PATH": "/usr/bin"}, python="/opt/venv/bin/python", **kwargs)
+    return make_plan(cfg, facts, env or {"PATH": "/usr/bin"}, python="/opt/venv/bin/python",
+                     entrypoints_dir=kwargs.pop("entrypoints_dir", ENTRYPOINTS), **kwargs)
 
 
 def mca(argv):
@@ -44,7 +53,7 @@ def test_single_process_runs_program_without_mpi():
     p = plan(config(hps={"epochs": "3"}))
     assert p.role == "single" and not p.use_mpi and p.total_processes == 1
     assert p.command == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.rank_env", "/run/sagemaker-cluster",
-                         "/opt/ml/code", "--", "/opt/venv/bin/python", "/opt/entrypoints/mnist.py", "--epochs", "3")
+                         "/opt/ml/code", "--", "/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py", "--epochs", "3")
     assert "mpirun" not in p.command
     assert "OMP_NUM_THREADS" not in p.env
 
@@ -69,7 +78,7 @@ def test_two_hosts_one_process_each_master():
     assert "KexAlgorithms=curve25519-sha256," in params["plm_rsh_args"]
     assert params["mpi_yield_when_idle"] == "1"  # 2 cores, 1 rank: still below the threshold
     assert p.rank_hosts == ("algo-1", "algo-2")
-    assert program_part(argv)[-2:] == ["/opt/venv/bin/python", "/opt/entrypoints/mnist.py"]
+    assert program_part(argv)[-2:] == ["/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py"]
 
 
 def test_worker_runs_no_command_but_has_rank_env():
@@ -142,16 +151,6 @@ def test_interface_that_does_not_exist_falls_back_to_default_route():
     assert any("'ethwe' does not exist" in n for n in p.notes)
 
 
-def test_choose_interface():
-    facts = HostFacts(cpu_count=1, interfaces=("eth0", "eth1"), default_route_interface="eth1")
-    assert choose_interface("eth0", facts) == ("eth0", None)
-    assert choose_interface(None, facts) == ("eth1", None)
-    assert choose_interface("ethwe", facts)[0] == "eth1"
-    assert choose_interface("x", HostFacts(cpu_count=1, interfaces=("ens5",)))[0] == "ens5"
-    note = "network_interface_name 'x' does not exist here; using None"
-    assert choose_interface("x", HostFacts(cpu_count=1)) == (None, note)
-
-
 def test_no_interface_for_multi_host_is_an_error():
     with pytest.raises(PlanError, match="no network interface"):
         plan(config(hosts=("algo-1", "algo-2")), facts=HostFacts(cpu_count=2))
@@ -194,16 +193,26 @@ def test_user_environment_wins_over_defaults():
     assert any(n.startswith("OMP_NUM_THREADS=7 (set by you") for n in p.notes)
 
 
-def test_rcnn_gpu_defaults_only_on_gpu_and_user_wins():
-    cfg = parse_training_config(PATHS, {"current_host": "algo-1", "hosts": ["algo-1"]},
-                                {"sagemaker_program": "mask_rcnn"}, {}, {})
-    p = make_plan(cfg, GPU8, {"MXNET_CUDNN_AUTOTUNE_DEFAULT": "1"}, python="python")
+def test_rcnn_gpu_defaults_from_its_launch_module_only_on_gpu_and_user_wins():
+    p = plan(rcnn_config(), facts=GPU8, env={"MXNET_CUDNN_AUTOTUNE_DEFAULT": "1"})
     assert p.env["MXNET_GPU_MEM_POOL_TYPE"] == "Round"
     assert p.env["MXNET_GPU_COPY_NTHREADS"] == "1"
     assert "MXNET_CUDNN_AUTOTUNE_DEFAULT" not in p.env
-    assert "MXNET_GPU_MEM_POOL_TYPE" not in make_plan(cfg, CPU2, {}, python="python").env
-    mnist = make_plan(config(), GPU8, {}, python="python")
-    assert "MXNET_GPU_MEM_POOL_TYPE" not in mnist.env
+    assert "MXNET_GPU_MEM_POOL_TYPE=Round (tuned for mask_rcnn on GPUs)" in p.notes
+    assert "MXNET_GPU_MEM_POOL_TYPE" not in plan(rcnn_config()).env
+    assert "MXNET_GPU_MEM_POOL_TYPE" not in plan(config(), facts=GPU8).env  # mnist has no launch module
+
+
+def test_a_user_script_named_like_a_builtin_program_gets_none_of_its_rules():
+    cfg = config(hps={"sagemaker_program": "mask_rcnn", "sagemaker_submit_directory": "/x", "horovod": "false"})
+    p = plan(cfg, facts=GPU8)
+    assert not p.program.builtin and p.processes_per_host == 8 and "MXNET_GPU_MEM_POOL_TYPE" not in p.env
+
+
+def test_builtin_program_without_its_launch_module_is_refused(tmp_path):
+    with pytest.raises(PlanError, match="the launch rules of mask_rcnn are missing: no .*/mxnet_programs/rcnn/launch.py"):
+        plan(rcnn_config(), entrypoints_dir=str(tmp_path))
+    assert plan(config(), entrypoints_dir=str(tmp_path)).program.name == "mnist"  # none declared: none needed
 
 
 def test_horovod_knobs():
@@ -277,37 +286,6 @@ def test_toolkit_compatible_sm_environment():
     assert training_env["current_host"] == "algo-1" and training_env["hosts"] == ["algo-1", "algo-2"]
 
 
-def test_unknown_program():
-    cfg = parse_training_config(PATHS, None, {"sagemaker_program": "resnet"}, None, {})
-    with pytest.raises(PlanError, match="unknown program 'resnet': use one of mnist, faster_rcnn, mask_rcnn"):
-        make_plan(cfg, CPU2, {})
-
-
-def test_no_program():
-    cfg = parse_training_config(PATHS, None, {}, None, {})
-    with pytest.raises(PlanError, match="no program to run"):
-        make_plan(cfg, CPU2, {})
-
-
-def test_user_script_from_submit_directory():
-    cfg = parse_training_config(PATHS, None, {"sagemaker_program": '"train.py"',
-                                              "sagemaker_submit_directory": '"s3://bucket/src/sourcedir.tar.gz"',
-                                              "epochs": "1"}, None, {})
-    p = make_plan(cfg, CPU2, {}, python="python")
-    assert not p.program.builtin and p.program.submit_directory == "s3://bucket/src/sourcedir.tar.gz"
-    assert p.program.argv == ("python", "/opt/ml/code/train.py", "--epochs", "1")
-    sh = parse_training_config(PATHS, None, {"sagemaker_program": "run.sh", "sagemaker_submit_directory": "/x"},
-                               None, {})
-    assert make_plan(sh, CPU2, {}).program.argv == ("/bin/sh", "/opt/ml/code/run.sh")
-
-
-@pytest.mark.parametrize("name", ["/etc/passwd", "../escape.py"])
-def test_user_script_must_stay_inside_submit_directory(name):
-    cfg = parse_training_config(PATHS, None, {"sagemaker_program": name, "sagemaker_submit_directory": "/x"}, None, {})
-    with pytest.raises(PlanError, match="must be a path inside sagemaker_submit_directory"):
-        make_plan(cfg, CPU2, {})
-
-
 def test_describe_lists_role_hosts_command_and_notes():
     p = plan(config(hosts=("algo-1", "algo-2"), interface="ethwe"))
     text = describe(p, {"PATH": "/usr/bin"})
@@ -317,8 +295,6 @@ def test_describe_lists_role_hosts_command_and_notes():
 
 
 def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
-    from sagemaker_mxnet_horovod.plan import rank_environment
-
     container_env = {"PATH": "/opt/venv/bin", "MY_SETTING": "x", "OMPI_MCA_btl": "tcp", "OMP_NUM_THREADS": "3"}
     worker = plan(config(hosts=("algo-1", "algo-2"), current="algo-2"), env=container_env)
     env = rank_environment(worker, container_env)
@@ -330,20 +306,6 @@ def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
 
 V100 = (("Tesla V100-SXM2-16GB", "7.0"),)
 H100 = (("NVIDIA H100 80GB HBM3", "9.0"),)
-
-
-@pytest.mark.parametrize("gpus,ok", [
-    (V100, True), ((("Tesla T4", "7.5"),), True), ((("NVIDIA A100-SXM4-40GB", "8.0"),), True),
-    ((("NVIDIA A10G", "8.6"),), True), (H100, False), ((("Tesla K80", "3.7"),), False),
-    (V100 + H100, False),
-])
-def test_gpu_compute_capability_check(gpus, ok):
-    from sagemaker_mxnet_horovod.plan import gpu_support_problem
-
-    problem = gpu_support_problem(gpus, "50 60 70 80")
-    assert (problem is None) == ok
-    if not ok:
-        assert "is not supported by this image's MXNet build, which has code for sm_50, sm_60, sm_70, sm_80" in problem
 
 
 def test_h100_refused_with_failure_naming_gpu():
@@ -366,26 +328,21 @@ def test_fusion_off_below_driver_520(driver, fusion_off):
     assert "MXNET_USE_FUSION" not in make_plan(config(), facts, {"MXNET_USE_FUSION": "1"}).env
 
 
-def rcnn_config(hosts=("algo-1",), **hps):
-    return parse_training_config(PATHS, {"current_host": "algo-1", "hosts": list(hosts)},
-                                 {"sagemaker_program": "mask_rcnn", **hps}, {}, {})
-
-
 def test_rcnn_horovod_false_runs_one_process_without_mpi():
-    p = make_plan(rcnn_config(horovod="False"), GPU8, {}, python="python")
+    p = plan(rcnn_config(horovod="False"), facts=GPU8)
     assert p.role == "single" and not p.use_mpi and p.processes_per_host == 1
     assert "mpirun" not in p.command and p.command[-2:] == ("--horovod", "False")
     assert any("horovod=false" in n for n in p.notes)
-    assert make_plan(rcnn_config(horovod="true"), GPU8, {}, python="python").processes_per_host == 8
+    assert plan(rcnn_config(horovod="true"), facts=GPU8).processes_per_host == 8
 
 
 def test_rcnn_horovod_false_on_two_hosts_is_an_error():
     with pytest.raises(PlanError, match="horovod=false runs one process on one host; this job has 2 hosts"):
-        make_plan(rcnn_config(hosts=("algo-1", "algo-2"), horovod="0"), GPU8, {})
+        plan(rcnn_config(hosts=("algo-1", "algo-2"), horovod="0"), facts=GPU8)
     with pytest.raises(PlanError, match="horovod=false runs one process without MPI"):
-        make_plan(rcnn_config(horovod="false", sagemaker_mpi_num_of_processes_per_host="2"), GPU8, {})
+        plan(rcnn_config(horovod="false", sagemaker_mpi_num_of_processes_per_host="2"), facts=GPU8)
     with pytest.raises(ConfigError, match="horovod='maybe' is not a boolean"):
-        make_plan(rcnn_config(horovod="maybe"), GPU8, {})
+        plan(rcnn_config(horovod="maybe"), facts=GPU8)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -426,7 +383,7 @@ def test_hetero_host_outside_the_distribution_runs_the_program_alone():
     assert p.role == "single" and not p.use_mpi and p.workers == ()
     assert p.hosts == ("algo-3",) and p.processes_per_host == 1 and p.total_processes == 1
     assert "mpirun" not in p.command
-    assert p.command[-2:] == ("/opt/venv/bin/python", "/opt/entrypoints/mnist.py")
+    assert p.command[-2:] == ("/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py")
     assert p.role_reason == (
         "outside the distribution: instance group 'data' is not in sagemaker_distribution_instance_groups "
         "['train']; runs the program on its own, one process (MPI runs on algo-1, algo-2, master algo-1)")
@@ -475,7 +432,7 @@ def test_hetero_mpi_disabled_runs_each_distribution_host_alone():
 def test_hetero_rcnn_horovod_false_counts_the_distribution_hosts():
     cfg = hetero("algo-3", groups=(("train", ("algo-1", "algo-2")), ("solo", ("algo-3",))), distribution=("solo",),
                  hps={"sagemaker_program": "mask_rcnn", "horovod": "false"})
-    p = make_plan(cfg, GPU8, {}, python="python")
+    p = plan(cfg, facts=GPU8)
     assert p.role == "single" and p.processes_per_host == 1
 
 
@@ -494,3 +451,16 @@ def test_warm_pool_cache_holds_pips_cache_and_mxnet_home():
     # A value the user set wins.
     p = plan(config(), env={**warm, "MXNET_HOME": "/data/mxnet", "PIP_CACHE_DIR": "/data/pip"})
     assert "MXNET_HOME" not in p.env and "PIP_CACHE_DIR" not in p.env
+
+
+def test_notes_in_order_config_layout_environment_rules_then_stray_outputs():
+    hps = {"sagemaker_mpi_num_of_processes_per_host": "3", "horovod_unknown": "1",
+           "sagemaker_mpi_custom_mpi_options": "-x HOROVOD_TIMELINE=/opt/ml/output/timeline.json"}
+    p = plan(config(hosts=("algo-1", "algo-2"), interface="ethwe", hps=hps))
+    assert [note.split("=")[0].split(" ")[0] for note in p.notes] == [
+        "unknown",  # the config's warnings
+        "sagemaker_mpi_num_of_processes_per_host", "network_interface_name",  # layout
+        "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "OMP_NUM_THREADS",  # environment
+        "mpi_yield_when_idle", "NCCL_SOCKET_IFNAME",
+        "WARNING",  # files SageMaker would not upload
+    ]

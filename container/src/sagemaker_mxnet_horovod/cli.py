@@ -79,18 +79,30 @@ def fetch_user_code(plan: Plan) -> None:
         from sagemaker_training import files
 
         files.download_and_extract(program.submit_directory, str(code_dir))
-    if (code_dir / "requirements.txt").exists():
+    package = is_python_package(code_dir)
+    if package or (code_dir / "requirements.txt").exists():
         from sagemaker_training import modules
 
-        log(f"installing {code_dir / 'requirements.txt'}")
         # The toolkit's pip runs with this process's environment: give it the plan's pip settings (the
-        # warm pool's cache directory, see plan.warm_pool_cache_env).
+        # warm pool's cache directory, see env_rules.warm_pool_cache).
         os.environ.update({name: value for name, value in plan.env.items() if name.startswith("PIP_")})
-        modules.install_requirements(str(code_dir), capture_error=True)
+        if package:  # as the toolkit: `pip install . [-r requirements.txt]`, then the ranks run it as a module
+            log(f"installing the Python package in {code_dir}")
+            modules.install(str(code_dir), capture_error=True)
+        else:
+            log(f"installing {code_dir / 'requirements.txt'}")
+            modules.install_requirements(str(code_dir), capture_error=True)
     script = code_dir / program.name
-    if not script.exists():
+    if not package and not script.exists():
         raise ConfigError(f"sagemaker_program {program.name!r} is not in sagemaker_submit_directory "
                           f"{program.submit_directory} (contents: {sorted(p.name for p in code_dir.iterdir())})")
+    if program.kind == "command" and not os.access(script, os.X_OK):  # run through its #! line, as the toolkit
+        script.chmod(script.stat().st_mode | 0o111)
+
+
+def is_python_package(code_dir: Path) -> bool:
+    """The toolkit's test for a Python-package entry point: a setup.py in the code directory."""
+    return (code_dir / "setup.py").is_file()
 
 
 def bind_address(plan: Plan, facts) -> str:
@@ -208,6 +220,13 @@ def run_worker(plan: Plan, paths: Paths, facts) -> int:
     return 0
 
 
+def plan_job(config, facts, env: dict) -> Plan:
+    return make_plan(config, facts, env, python=sys.executable,
+                     entrypoints_dir=env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
+                     run_dir=env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR),
+                     code_is_package=is_python_package(config.paths.code_dir))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="train", description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="print the plan for this host and exit")
@@ -234,9 +253,7 @@ def main(argv=None) -> int:
         if args.sdk_v3_driver:
             env.update(sdk_v3.host_env(config.resource.hosts, config.resource.current_host))
         facts = host_facts.gather(env)
-        plan = make_plan(config, facts, env, python=sys.executable,
-                         entrypoints_dir=env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
-                         run_dir=env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR))
+        plan = plan_job(config, facts, env)
     except ConfigError as error:
         return fail(paths, f"invalid job configuration: {error}", EXIT_CONFIG)
     except StopRequested as stop:
@@ -253,6 +270,9 @@ def main(argv=None) -> int:
             directory.mkdir(parents=True, exist_ok=True)
         if not plan.program.builtin:
             fetch_user_code(plan)
+            if (plan.program.kind == "package") != is_python_package(config.paths.code_dir):
+                plan = plan_job(config, facts, env)  # the fetched code has (or lacks) a setup.py: run it so
+                log(f"entry point: {' '.join(plan.program.argv)}")
         if plan.use_mpi:
             rank_env_file = Path(plan.run_dir) / "rank-env.json"
             rank_env_file.touch(mode=0o600)  # the container's environment may hold credentials

@@ -434,7 +434,12 @@ _IGNORED_KNOBS = {
     "sagemaker_estimator_module",
 }
 
-_KNOB_ENV_ALIASES = {"sagemaker_program": ("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT")}
+_KNOB_ENV_ALIASES = {
+    "sagemaker_program": ("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT"),
+    # HOROVOD_TIMELINE in the environment is Horovod's own variable (a file path, e.g. AWS's blog posts'
+    # /opt/ml/output/timeline.json), passed to the ranks as it is; the knob is a hyperparameter only.
+    "horovod_timeline": (),
+}
 
 
 def _knob(hps: Mapping[str, Any], env: Mapping[str, str], key: str) -> Any:

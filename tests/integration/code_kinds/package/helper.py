@@ -1,0 +1,1 @@
+GREETING = "imported from the installed package"
