@@ -1,4 +1,5 @@
-"""Master.wait_launched: the launcher's bound on mpirun's daemon start (mpirun alone waits forever)."""
+"""cluster.py: Master.wait_launched, the launcher's bound on mpirun's daemon start (mpirun alone waits forever),
+and the pace of a worker's connection retries. The handshake itself runs across real containers (tests/integration)."""
 
 import threading
 import time
