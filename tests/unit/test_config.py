@@ -205,6 +205,15 @@ def test_bad_knobs(hps, message):
         parse_launcher_settings(hps, {})
 
 
+
+@pytest.mark.xfail(strict=True, raises=ConfigError, reason="bug: the environment's HOROVOD_TIMELINE (Horovod's own "
+                   "variable, a file path; docs/compatibility.md) is read as the horovod_timeline knob, a boolean, "
+                   "and the job fails with exit 2")
+def test_horovods_own_timeline_variable_in_the_environment_is_not_the_knob():
+    settings, _ = parse_launcher_settings({}, {"HOROVOD_TIMELINE": "/opt/ml/output/timeline.json"})
+    assert settings.horovod_timeline is False
+
+
 # The hang timeouts (their environment: test_plan_hang_watch.py).
 def test_defaults_end_stalls_after_an_hour_and_leave_progress_off():
     settings, warnings = parse_launcher_settings({}, {})
