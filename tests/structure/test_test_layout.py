@@ -1,6 +1,7 @@
 """Tests mirror the code (docs/testing.md): every module of the image's Python packages (container/src) has a
 test module named for it, test_<module>.py or test_<module>_<topic>.py for a topic of a large one, and every
-module of tests/unit is named for the module it tests. Static: reads file names only."""
+module of tests/unit is named for the module it tests; no two modules on pytest's import path share a name.
+Static: reads file names only."""
 
 from pathlib import Path
 
@@ -40,3 +41,21 @@ def test_every_unit_test_module_is_named_for_the_module_it_tests():
     strays = sorted(test for test in unit_test_modules()
                     if not any(covers(test, module) for module in source_modules()))
     assert strays == [], "name each test_<module>.py or test_<module>_<topic>.py"
+
+
+def import_roots() -> list:
+    """The directories on sys.path under pytest: pytest.ini's pythonpath, tests/ and each test directory (pytest
+    puts a test module's or conftest's directory there itself)."""
+    test_dirs = {path.parent for pattern in ("test_*.py", "conftest.py") for path in (ROOT / "tests").rglob(pattern)}
+    return [ROOT / "container" / "src", ROOT / "entrypoints", ROOT / "scripts", *sorted(test_dirs)]
+
+
+def test_no_two_importable_modules_share_a_name():
+    # Two of one name would shadow each other, depending on which directory pytest inserted last.
+    places: dict = {}
+    for root in import_roots():
+        for path in root.iterdir():
+            if (path.suffix == ".py" and path.stem not in ("conftest", "__init__")
+                    or path.is_dir() and (path / "__init__.py").is_file()):
+                places.setdefault(path.stem, []).append(str(path.relative_to(ROOT)))
+    assert {name: where for name, where in places.items() if len(where) > 1} == {}
