@@ -216,7 +216,7 @@ fault-tests: ## The fault-injection suite alone (tests/faults, part of make test
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/faults
 
 fault-report: ## The fault scenarios under this launcher and the sagemaker-training toolkit's, side by side (slow)
-	DOCKER=$(DOCKER) $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
+	DOCKER=$(DOCKER) PYTHONPATH=scripts $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
 
 CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
 image-tests: ## Run tests/entrypoints, tests/rcnn and tests/toolkit inside the CPU image (its MXNet, Horovod, mpirun, sagemaker-training)

@@ -16,9 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from local_job import Channel, JobSpec, run_job  # noqa: E402
+from local_job import Channel, JobSpec, run_job
 
 DOCKER = os.environ.get("DOCKER", "docker")
 

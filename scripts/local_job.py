@@ -211,6 +211,11 @@ class RunningJob:
         self.started = threading.Condition()
         self.fault_at: float | None = None
 
+    def add_container(self, host: str, cid: str) -> None:
+        with self.started:
+            self.containers[host] = cid
+            self.started.notify_all()
+
     def container(self, host: str, timeout: float) -> str:
         with self.started:
             if not self.started.wait_for(lambda: host in self.containers, timeout):
@@ -289,151 +294,187 @@ def timed_log(cid: str) -> list:
     return sorted(lines, key=lambda pair: pair[0])
 
 
-def run_job(spec: JobSpec, workdir: Path, project: str | None = None, verbose: bool = False) -> JobResult:
+def run_job(spec: JobSpec, workdir: Path, project: str | None = None) -> JobResult:
+    """Run the job on its containers until every one has exited or spec.timeout_s has passed; the containers
+    and the network are removed whatever happens."""
     project = project or f"smj-{secrets.token_hex(3)}"
     hosts = host_names(spec.hosts)
     network = f"{project}-net"
     subnet = create_network(network, fixed_addresses=bool(spec.network_alias_delays))
-    stop = threading.Event()
+    stop_feeding = threading.Event()
     handle = RunningJob(project)
-    containers = handle.containers
-    during_errors: list = []
     started_at = time.monotonic()
     try:
         for host in hosts:
-            root = workdir / host
-            prepare_host(root, spec, host, hosts)
-            if spec.code_dir:
-                shutil.copytree(spec.code_dir, root / "code", dirs_exist_ok=True)
-            for channel in spec.channels:
-                if channel.mode == "Pipe":
-                    for epoch in range(spec.pipe_epochs):
-                        os.mkfifo(root / "input" / "data" / f"{channel.name}_{epoch}")
-                    threading.Thread(target=feed_pipes, args=(root / "input" / "data", channel, spec.pipe_epochs,
-                                                              stop), daemon=True).start()
-
-        def start(host: str) -> None:
-            root = workdir / host
-            delay = spec.start_delays.get(host, 0)
-            if delay:
-                time.sleep(delay)  # the scenario under test: a host that starts late
-            alias_delay = spec.network_alias_delays.get(host)
-            hostname = host if spec.hostname_is_alias else secrets.token_hex(6)
-            args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", hostname, "--network", network,
-                    "-v", f"{root.resolve()}:/opt/ml"]
-            address = f"{subnet}.{10 + hosts.index(host)}" if subnet else None
-            if address:
-                args += ["--ip", address]
-            if alias_delay is None:
-                args += ["--network-alias", host]
-            for channel in spec.channels:
-                if channel.mode == "File":
-                    args += ["-v", f"{channel.source_for(host).resolve()}:/opt/ml/input/data/{channel.name}:ro"]
-            for source, target, mode in spec.extra_mounts:
-                args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
-            if host in spec.cpusets:
-                args += ["--cpuset-cpus", spec.cpusets[host]]
-            for volume, target in spec.volumes.get(host, ()):
-                args += ["-v", f"{volume}:{target}"]
-            for key, value in spec.env.items():
-                args += ["-e", f"{key}={value}"]
-            cid = docker(*args, spec.image, *spec.command).stdout.strip()
-            with handle.started:
-                containers[host] = cid
-                handle.started.notify_all()
-            if alias_delay is not None:
-                # The container runs on the network, but its name resolves only after the delay (as SageMaker's
-                # DNS can lag): reconnected with the same address and, now, its alias.
-                time.sleep(alias_delay)
-                docker("network", "disconnect", network, cid, check=False)
-                docker("network", "connect", "--alias", host, "--ip", address, network, cid, check=False)
-                if spec.keep_eth0:
-                    keep_interface_name(cid, address, f"{subnet}.1")
-
-        # All hosts at once, as SageMaker starts them (one after another, the last would start ~0.3 s late).
-        start_errors: list = []
-
-        def start_host(host: str) -> None:
-            try:
-                start(host)
-            except Exception as error:  # noqa: BLE001 - reported by the wait loop below
-                start_errors.append(f"{host}: {error}")
-
+            set_up_host(workdir / host, spec, host, hosts, stop_feeding)
         submitted_at = time.time()
-        for host in hosts:
-            if host not in spec.skip_hosts:
-                threading.Thread(target=start_host, args=(host,), daemon=True).start()
-
-        if spec.during:
-            def during() -> None:
-                try:
-                    spec.during(handle)
-                except Exception as error:  # noqa: BLE001 - reported in the result, never lost
-                    during_errors.append(f"{type(error).__name__}: {error}")
-
-            threading.Thread(target=during, daemon=True).start()
-
-        exit_times: dict = {}
-        deadline = started_at + spec.timeout_s
-        timed_out = False
-        pending = [h for h in hosts if h not in spec.skip_hosts]
-        while pending:
-            if start_errors:
-                raise RuntimeError(f"a container did not start: {start_errors[0]}")
-            for host in list(pending):
-                cid = containers.get(host)
-                if not cid:
-                    continue
-                state = docker("inspect", "-f", "{{.State.Status}}", cid, check=False).stdout.strip()
-                if state in ("exited", "dead"):
-                    exit_times[host] = time.monotonic() - started_at
-                    pending.remove(host)
-            if not pending:
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(0.2)  # polling docker: `docker wait` on several containers has no timeout
-
-        results = []
-        for host in hosts:
-            cid = containers.get(host)
-            failure_file = workdir / host / "output" / "failure"
-            failure = failure_file.read_text().strip() if failure_file.exists() else None
-            if not cid:
-                results.append(HostResult(host, None, "", failure, workdir / host))
-                continue
-            running = host not in exit_times
-            if running:
-                docker("kill", cid, check=False)
-            state = docker("inspect", "-f", "{{.State.ExitCode}} {{.State.StartedAt}} {{.State.FinishedAt}}", cid,
-                           check=False).stdout.split()
-            if spec.timed_logs:
-                timed = timed_log(cid)
-                logs = "".join(text + "\n" for _, text in timed)
-            else:
-                timed, done = [], docker("logs", cid, check=False)
-                logs = done.stdout + done.stderr
-            results.append(HostResult(host, None if running else int(state[0]), logs, failure, workdir / host,
-                                      exit_times.get(host), docker_time(state[1]),
-                                      None if running else docker_time(state[2]), timed))
+        start_errors = start_containers(spec, workdir, hosts, network, subnet, handle)
+        during_errors = start_during(spec, handle)
+        exit_times, timed_out = wait_for_exits(spec, hosts, handle, started_at, start_errors)
+        results = [host_result(spec, host, workdir / host, handle.containers.get(host), exit_times.get(host))
+                   for host in hosts]
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
         return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None,
                          submitted_at)
     finally:
-        stop.set()
-        for cid in containers.values():
-            docker("rm", "-f", cid, check=False)
-        docker("network", "rm", network, check=False)
-        # Unblock feeder threads still waiting for a reader.
-        for host in hosts:
-            for fifo in (workdir / host / "input" / "data").glob("*_[0-9]*"):
-                if fifo.is_fifo():
-                    try:
-                        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-                    except OSError:
-                        pass
+        stop_feeding.set()
+        remove_job(handle, network, workdir, hosts)
 
+
+def set_up_host(root: Path, spec: JobSpec, host: str, hosts: list, stop_feeding: threading.Event) -> None:
+    """The host's /opt/ml: config files, the code, and a feeder thread for each Pipe-mode channel."""
+    prepare_host(root, spec, host, hosts)
+    if spec.code_dir:
+        shutil.copytree(spec.code_dir, root / "code", dirs_exist_ok=True)
+    data_dir = root / "input" / "data"
+    for channel in spec.channels:
+        if channel.mode == "Pipe":
+            for epoch in range(spec.pipe_epochs):
+                os.mkfifo(data_dir / f"{channel.name}_{epoch}")
+            threading.Thread(target=feed_pipes, args=(data_dir, channel, spec.pipe_epochs, stop_feeding),
+                             daemon=True).start()
+
+
+def start_containers(spec: JobSpec, workdir: Path, hosts: list, network: str, subnet: str | None,
+                     handle: RunningJob) -> list:
+    """Start every host's container at once, as SageMaker starts them (one after another, the last would start
+    ~0.3 s late). Returns the list the starting threads add their errors to."""
+    errors: list = []
+
+    def start(host: str) -> None:
+        try:
+            start_container(spec, workdir / host, host, hosts, network, subnet, handle)
+        except Exception as error:  # noqa: BLE001 - reported by wait_for_exits
+            errors.append(f"{host}: {error}")
+
+    for host in hosts:
+        if host not in spec.skip_hosts:
+            threading.Thread(target=start, args=(host,), daemon=True).start()
+    return errors
+
+
+def start_container(spec: JobSpec, root: Path, host: str, hosts: list, network: str, subnet: str | None,
+                    handle: RunningJob) -> None:
+    delay = spec.start_delays.get(host, 0)
+    if delay:
+        time.sleep(delay)  # the scenario under test: a host that starts late
+    alias_delay = spec.network_alias_delays.get(host)
+    address = f"{subnet}.{10 + hosts.index(host)}" if subnet else None
+    cid = docker(*docker_run_args(spec, root, host, handle.project, network, address,
+                                  alias=alias_delay is None)).stdout.strip()
+    handle.add_container(host, cid)
+    if alias_delay is not None:
+        resolve_late(cid, host, network, address, f"{subnet}.1", alias_delay, spec.keep_eth0)
+
+
+def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network: str, address: str | None,
+                    alias: bool) -> list:
+    """`docker run` of the host's container: its /opt/ml, File-mode channels read-only, the spec's extras."""
+    hostname = host if spec.hostname_is_alias else secrets.token_hex(6)
+    args = ["run", "-d", "--name", f"{project}-{host}", "--hostname", hostname, "--network", network,
+            "-v", f"{root.resolve()}:/opt/ml"]
+    if address:
+        args += ["--ip", address]
+    if alias:
+        args += ["--network-alias", host]
+    for channel in spec.channels:
+        if channel.mode == "File":
+            args += ["-v", f"{channel.source_for(host).resolve()}:/opt/ml/input/data/{channel.name}:ro"]
+    for source, target, mode in spec.extra_mounts:
+        args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
+    if host in spec.cpusets:
+        args += ["--cpuset-cpus", spec.cpusets[host]]
+    for volume, target in spec.volumes.get(host, ()):
+        args += ["-v", f"{volume}:{target}"]
+    for key, value in spec.env.items():
+        args += ["-e", f"{key}={value}"]
+    return [*args, spec.image, *spec.command]
+
+
+def resolve_late(cid: str, host: str, network: str, address: str, gateway: str, delay: float,
+                 keep_eth0: bool) -> None:
+    """The container runs on the network, but its name resolves only after the delay (as SageMaker's DNS can
+    lag): reconnected with the same address and, now, its alias."""
+    time.sleep(delay)
+    docker("network", "disconnect", network, cid, check=False)
+    docker("network", "connect", "--alias", host, "--ip", address, network, cid, check=False)
+    if keep_eth0:
+        keep_interface_name(cid, address, gateway)
+
+
+def start_during(spec: JobSpec, handle: RunningJob) -> list:
+    """Run spec.during (fault injection) in a thread; returns the list its error, if any, is added to."""
+    errors: list = []
+    if spec.during:
+        def during() -> None:
+            try:
+                spec.during(handle)
+            except Exception as error:  # noqa: BLE001 - reported in the result, never lost
+                errors.append(f"{type(error).__name__}: {error}")
+
+        threading.Thread(target=during, daemon=True).start()
+    return errors
+
+
+def wait_for_exits(spec: JobSpec, hosts: list, handle: RunningJob, started_at: float,
+                   start_errors: list) -> tuple[dict, bool]:
+    """Seconds from the start to each container's exit, and whether the timeout came first."""
+    exit_times: dict = {}
+    deadline = started_at + spec.timeout_s
+    pending = [h for h in hosts if h not in spec.skip_hosts]
+    while pending:
+        if start_errors:
+            raise RuntimeError(f"a container did not start: {start_errors[0]}")
+        for host in list(pending):
+            cid = handle.containers.get(host)
+            if not cid:
+                continue
+            state = docker("inspect", "-f", "{{.State.Status}}", cid, check=False).stdout.strip()
+            if state in ("exited", "dead"):
+                exit_times[host] = time.monotonic() - started_at
+                pending.remove(host)
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            return exit_times, True
+        time.sleep(0.2)  # polling docker: `docker wait` on several containers has no timeout
+    return exit_times, False
+
+
+def host_result(spec: JobSpec, host: str, root: Path, cid: str | None, exit_seconds: float | None) -> HostResult:
+    """What the host's container did: exit code, logs, failure file, docker's start and exit times. A container
+    still running (the job timed out) is killed first."""
+    failure_file = root / "output" / "failure"
+    failure = failure_file.read_text().strip() if failure_file.exists() else None
+    if not cid:
+        return HostResult(host, None, "", failure, root)
+    running = exit_seconds is None
+    if running:
+        docker("kill", cid, check=False)
+    state = docker("inspect", "-f", "{{.State.ExitCode}} {{.State.StartedAt}} {{.State.FinishedAt}}", cid,
+                   check=False).stdout.split()
+    if spec.timed_logs:
+        timed = timed_log(cid)
+        logs = "".join(text + "\n" for _, text in timed)
+    else:
+        timed, done = [], docker("logs", cid, check=False)
+        logs = done.stdout + done.stderr
+    return HostResult(host, None if running else int(state[0]), logs, failure, root, exit_seconds,
+                      docker_time(state[1]), None if running else docker_time(state[2]), timed)
+
+
+def remove_job(handle: RunningJob, network: str, workdir: Path, hosts: list) -> None:
+    for cid in handle.containers.values():
+        docker("rm", "-f", cid, check=False)
+    docker("network", "rm", network, check=False)
+    # Unblock feeder threads still waiting for a reader.
+    for host in hosts:
+        for fifo in (workdir / host / "input" / "data").glob("*_[0-9]*"):
+            if fifo.is_fifo():
+                try:
+                    os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+                except OSError:
+                    pass
 
 
 def main(argv=None) -> int:

@@ -1,14 +1,9 @@
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from scenarios import DOCKER, OBSERVATIONS, Context, format_report, make_mnist_data  # noqa: E402
+from scenarios import DOCKER, OBSERVATIONS, Context, format_report, make_mnist_data
 
 SUITE_STARTED = time.monotonic()
 

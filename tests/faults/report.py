@@ -2,7 +2,9 @@
 """Run the fault scenarios outside pytest and print their report table, for this image's launcher, for
 the sagemaker-training toolkit's MPI runner in the same image, or for both (docs/faults.md shows both).
 
-  python3 tests/faults/report.py --launcher both [--only "one rank raises"] [--image IMAGE]
+  PYTHONPATH=scripts python3 tests/faults/report.py --launcher both [--only "one rank raises"] [--image IMAGE]
+
+or `make fault-report`. scripts/ (local_job, toolkit_job) comes from PYTHONPATH here, from pytest.ini under pytest.
 
 The toolkit waits up to an hour for a missing worker; the harness stops any job after 240 s, which the
 table shows as a host that never exited ("-").
@@ -16,10 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from scenarios import SCENARIOS, Context, format_report, make_mnist_data, run_scenario  # noqa: E402
-from toolkit_job import make_ssh_dir  # noqa: E402
+from scenarios import SCENARIOS, Context, format_report, make_mnist_data, run_scenario
+from toolkit_job import make_ssh_dir
 
 
 def main() -> int:

@@ -17,15 +17,13 @@ import hashlib
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+from local_job import DOCKER, Channel, JobSpec, RunningJob, run_job
+from toolkit_job import as_toolkit_job
 
-from local_job import DOCKER, Channel, JobSpec, RunningJob, run_job  # noqa: E402
-from toolkit_job import as_toolkit_job  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 CODE_DIR = ROOT / "tests" / "integration" / "code"
 OBSERVATIONS: list = []  # filled by test_faults.py, printed as the report table by conftest.py

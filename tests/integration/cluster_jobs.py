@@ -4,13 +4,11 @@ A uniquely named module, not conftest: tests/faults and tests/sdk have conftests
 `from conftest import` would pick whichever pytest loaded last when they run in one session."""
 
 import os
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "scripts"))
+from local_job import JobSpec, run_job
 
-from local_job import JobSpec, run_job  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 CODE_DIR = Path(__file__).resolve().parent / "code"
 DOCKER = os.environ.get("DOCKER", "docker")

@@ -1,13 +1,8 @@
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from cluster_jobs import DOCKER  # noqa: E402
+from cluster_jobs import DOCKER
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from sdk_support import GENERATIONS, ROOT, example_module
+from sdk_support import GENERATIONS, example_module
 
 
 def run_example_script(generation: str, *args: str) -> subprocess.CompletedProcess:
@@ -35,12 +35,7 @@ def test_bad_arguments_fail_before_the_sdk(generation, args, message):
 
 @pytest.mark.parametrize("generation", ["v2", "v3"])
 def test_metric_definitions_are_the_mnist_programs(generation):
-    # mnist imports only the stdlib and the image's launcher package (for RecordIO) at import time.
-    paths = [str(ROOT / "entrypoints"), str(ROOT / "container" / "src")]
-    sys.path[:0] = paths
-    try:
-        import mnist
-    finally:
-        for path in paths:
-            sys.path.remove(path)
+    # mnist imports only the stdlib and the image's launcher package (for RecordIO) at import time; both are on
+    # pytest's pythonpath (pytest.ini).
+    import mnist
     assert example_module(generation).METRIC_DEFINITIONS == mnist.METRIC_DEFINITIONS

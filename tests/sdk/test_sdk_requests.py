@@ -18,10 +18,9 @@ REMOTE_ARGS = ["--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/sagemake
 
 V2_REQUEST = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
 import sdk_v2_estimator as example
 from sagemaker.estimator import _TrainingJob
-args = example.parse_args(sys.argv[2:])
+args = example.parse_args(sys.argv[1:])
 estimator = example.make_estimator(args)
 estimator._prepare_for_training(job_name="mnist-job")
 print(json.dumps(_TrainingJob._get_train_args(estimator, example.channels(args), experiment_config=None)))
@@ -29,20 +28,20 @@ print(json.dumps(_TrainingJob._get_train_args(estimator, example.channels(args),
 
 V3_CHANNELS = """
 import json, sys
-sys.path.insert(0, sys.argv[1])
 import sdk_v3_model_trainer as example
 def describe(channel):  # InputData (a URI string, File mode) or Channel (an S3DataSource, its own mode)
     source = channel.data_source
     uri = source if isinstance(source, str) else source.s3_data_source.s3_uri
     return [channel.channel_name, getattr(channel, "input_mode", "File"), uri]
-print(json.dumps([describe(channel) for channel in example.channels(example.parse_args(sys.argv[2:]))]))
+print(json.dumps([describe(channel) for channel in example.channels(example.parse_args(sys.argv[1:]))]))
 """
 
 
 def run_in_sdk(generation: str, code: str, tmp_path) -> object:
-    done = subprocess.run([sdk_python(GENERATIONS[generation]), "-c", code, str(EXAMPLES), *REMOTE_ARGS],
-                          env=offline_environment(tmp_path / "home"), capture_output=True, text=True, timeout=120,
-                          check=False)
+    # The examples reach the SDK's interpreter through PYTHONPATH, as pytest.ini's pythonpath reaches ours.
+    done = subprocess.run([sdk_python(GENERATIONS[generation]), "-c", code, *REMOTE_ARGS],
+                          env={**offline_environment(tmp_path / "home"), "PYTHONPATH": str(EXAMPLES)},
+                          capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.splitlines()[-1])
 

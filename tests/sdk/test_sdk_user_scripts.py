@@ -17,15 +17,12 @@ import json
 import random
 import re
 import subprocess
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-from sdk_support import GENERATIONS, ROOT, offline_environment, sdk_python
-
-sys.path.insert(0, str(ROOT / "container" / "src"))
-from sagemaker_mxnet_horovod.config import Paths, parse_training_config  # noqa: E402
+from sagemaker_mxnet_horovod.config import Paths, parse_training_config
+from sdk_support import GENERATIONS, offline_environment, sdk_python
 
 HERE = Path(__file__).resolve().parent
 SOURCE_DIR = HERE / "user_code"

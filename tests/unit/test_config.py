@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 from sagemaker_mxnet_horovod.config import (
+    DEFAULT_STALL_TIMEOUT_S,
     ConfigError,
     Paths,
     command_line_arguments,
@@ -200,6 +201,37 @@ def test_knobs_from_environment_hyperparameter_wins():
     ({"mpi_handshake_port": "70000"}, "not a TCP port"),
 ])
 def test_bad_knobs(hps, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_launcher_settings(hps, {})
+
+
+# Horovod's own variable (a file path; docs/compatibility.md) passes through: it is not the boolean knob.
+def test_horovods_own_timeline_variable_in_the_environment_is_not_the_knob():
+    settings, _ = parse_launcher_settings({}, {"HOROVOD_TIMELINE": "/opt/ml/output/timeline.json"})
+    assert settings.horovod_timeline is False
+
+
+# The hang timeouts (their environment: test_env_rules_hang_watch.py).
+def test_defaults_end_stalls_after_an_hour_and_leave_progress_off():
+    settings, warnings = parse_launcher_settings({}, {})
+    assert settings.stall_timeout_s == DEFAULT_STALL_TIMEOUT_S == 3600
+    assert settings.progress_timeout_s == 0
+    assert warnings == []
+
+
+def test_knobs_parse_from_hyperparameters_and_environment():
+    settings, warnings = parse_launcher_settings({"horovod_stall_timeout_s": "0", "mpi_progress_timeout_s": "900"}, {})
+    assert (settings.stall_timeout_s, settings.progress_timeout_s, warnings) == (0, 900, [])
+    settings, _ = parse_launcher_settings({}, {"HOROVOD_STALL_TIMEOUT_S": "120", "MPI_PROGRESS_TIMEOUT_S": "60"})
+    assert (settings.stall_timeout_s, settings.progress_timeout_s) == (120, 60)
+
+
+@pytest.mark.parametrize("hps,message", [
+    ({"horovod_stall_timeout_s": "-1"}, "horovod_stall_timeout_s='-1' must be >= 0"),
+    ({"horovod_stall_timeout_s": "an hour"}, "horovod_stall_timeout_s='an hour' is not a number"),
+    ({"mpi_progress_timeout_s": "inf"}, "mpi_progress_timeout_s='inf' is not a finite number"),
+])
+def test_bad_values_name_key_and_value(hps, message):
     with pytest.raises(ConfigError, match=message):
         parse_launcher_settings(hps, {})
 

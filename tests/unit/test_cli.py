@@ -1,0 +1,150 @@
+"""cli.py, `train`: a whole job on this host as one real process, no MPI (a single host runs the program
+without it): the user's script fetched from the code directory and run there, the outcome files written
+(success; failure with the script's own text first), exit codes (the script's; 2 for a bad configuration,
+with nothing run; 143 when stopped), an earlier run's outcome cleared, stray output copied into output/data.
+Multi-host jobs (the master, workers, mpirun) run across real containers: tests/integration, tests/faults."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from live_output import wait_for_line
+
+SRC = Path(__file__).resolve().parents[2] / "container" / "src"
+
+
+def job(tmp_path, script: str, hps=None) -> Path:
+    """SageMaker's files for a one-host job of the user script `script` (train.py); returns its /opt/ml."""
+    base = tmp_path / "ml"
+    (base / "input" / "config").mkdir(parents=True)
+    (base / "code").mkdir()
+    (base / "code" / "train.py").write_text(textwrap.dedent(script))
+    hps = {"sagemaker_program": "train.py", "sagemaker_submit_directory": str(base / "code"), **(hps or {})}
+    # JSON-encoded values, as SDK v2 writes them.
+    (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v)
+                                                                                 for k, v in hps.items()}))
+    return base
+
+
+def start_train(base: Path, *args: str, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "sagemaker_mxnet_horovod.cli", *args],
+                            env={**os.environ, "PYTHONPATH": str(SRC), "SAGEMAKER_BASE_DIR": str(base),
+                                 "SMMH_RUN_DIR": str(base.parent / "run"), "SM_NUM_GPUS": "0", **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def train(base: Path, *args: str, env=None) -> tuple[int, str, str]:
+    process = start_train(base, *args, env=env)
+    stdout, stderr = process.communicate(timeout=120)
+    return process.returncode, stdout, stderr
+
+
+def failure(base: Path) -> list[str]:
+    return (base / "output" / "failure").read_text().splitlines()
+
+
+def test_the_script_runs_in_the_code_directory_with_its_arguments_and_the_job_succeeds(tmp_path):
+    base = job(tmp_path, """\
+        import json, os, sys
+        print("epoch 1: accuracy 0.5")
+        with open(os.path.join(os.environ["SM_MODEL_DIR"], "seen.json"), "w") as f:
+            json.dump([os.getcwd(), sys.argv[1:], os.environ["SM_CURRENT_HOST"]], f)
+    """, {"epochs": 2, "lr": 0.1})
+    # An earlier run in this directory failed: its outcome must not be taken for this one's.
+    (base / "output").mkdir()
+    (base / "output" / "failure").write_text("old reason\n")
+    code, stdout, stderr = train(base)
+    assert code == 0, stderr
+    assert json.loads((base / "model" / "seen.json").read_text()) == [
+        str(base / "code"), ["--epochs", "2", "--lr", "0.1"], "algo-1"]
+    assert "epoch 1: accuracy 0.5\n" in stdout
+    assert sorted(p.name for p in (base / "output").iterdir()) == ["data", "success"]
+    assert f"train: removed {base / 'output' / 'failure'} (old reason), left by an earlier run" in stderr
+
+
+def test_a_failing_script_is_named_with_its_error_and_its_exit_code_is_the_jobs(tmp_path):
+    base = job(tmp_path, """\
+        raise ValueError("labels out of range")
+    """)
+    code, _, stderr = train(base)
+    assert code == 1
+    assert failure(base)[0] == "train.py on algo-1 exited with code 1: ValueError: labels out of range"
+    assert not (base / "output" / "success").exists()
+
+
+def test_the_scripts_own_failure_text_comes_first(tmp_path):
+    base = job(tmp_path, """\
+        import os, sys
+        with open(os.path.join(os.environ["SM_OUTPUT_DIR"], "failure"), "w") as f:
+            f.write("Data channel 'train' is empty")
+        sys.exit(3)
+    """)
+    code, _, _ = train(base)
+    assert code == 3
+    assert failure(base)[:2] == ["Data channel 'train' is empty", "train: train.py on algo-1 exited with code 3"]
+
+
+def test_a_bad_configuration_exits_2_and_runs_nothing(tmp_path):
+    base = job(tmp_path, """\
+        open("ran", "w").close()
+    """, {"sagemaker_mpi_num_of_processes_per_host": "two"})
+    code, _, _ = train(base)
+    assert code == 2
+    assert failure(base) == ["invalid job configuration: hyperparameter sagemaker_mpi_num_of_processes_per_host='two' "
+                             "is not an integer"]
+    assert not (base / "code" / "ran").exists() and not (base / "model").exists()
+
+
+def test_a_script_missing_from_the_code_directory_is_a_configuration_error(tmp_path):
+    base = job(tmp_path, "", {"sagemaker_program": "trian.py"})
+    code, _, _ = train(base)
+    assert code == 2
+    assert failure(base)[0].startswith(f"invalid job configuration: sagemaker_program 'trian.py' is not in "
+                                       f"sagemaker_submit_directory {base / 'code'} (contents: ['train.py'])")
+
+
+def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
+    base = job(tmp_path, """\
+        open("ran", "w").close()
+    """)
+    (base / "output").mkdir()
+    (base / "output" / "failure").write_text("old reason\n")
+    code, stdout, stderr = train(base, "--dry-run")
+    assert code == 0, stderr
+    assert "role: single" in stdout and f"program: train.py from {base / 'code'}" in stdout
+    assert "sagemaker_mxnet_horovod.rank_env" in stdout
+    assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]
+    assert failure(base) == ["old reason"] and sorted(p.name for p in (base / "code").iterdir()) == ["train.py"]
+
+
+def test_a_stop_ends_the_job_and_the_failure_file_says_so(tmp_path):
+    base = job(tmp_path, """\
+        import time
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    process = start_train(base)
+    try:
+        assert wait_for_line(process.stdout, "ready", 60), "the script did not start within 60 s"
+        process.send_signal(signal.SIGTERM)  # SageMaker's StopTrainingJob
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert failure(base) == ["stopped by SIGTERM (SageMaker stop or spot interruption); the job was killed by "
+                             "SIGTERM"]
+
+
+def test_output_written_outside_output_data_is_copied_there_at_the_end(tmp_path):
+    log = tmp_path / "ml" / "output" / "autotune.csv"  # where Horovod's autotuning writes, as the job says
+    base = job(tmp_path, f"""\
+        open({str(log)!r}, "w").write("fusion,cycle")
+    """)
+    code, _, stderr = train(base, env={"HOROVOD_AUTOTUNE_LOG": str(log)})
+    assert code == 0, stderr
+    assert (base / "output" / "data" / "autotune.csv").read_text() == "fusion,cycle"
+    assert f"HOROVOD_AUTOTUNE_LOG={log} is outside {base / 'output' / 'data'}" in stderr
