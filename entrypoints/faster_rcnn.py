@@ -78,17 +78,10 @@ Exit codes: 0 done; 2 bad hyperparameter or input (one line ``faster_rcnn: error
 before MPI is initialised where possible); 1 unexpected failure (traceback first); 143 SIGTERM.
 """
 
-import sys
+from mxnet_programs.rcnn.faster_rcnn import MODEL
+from mxnet_programs.rcnn.training import main
 
-import rcnn_common
-
-KIND = rcnn_common.FASTER_RCNN
-METRIC_DEFINITIONS = rcnn_common.metric_definitions(KIND)
-
-
-def main(argv=None):
-    return rcnn_common.main(KIND, "Train GluonCV Faster R-CNN on COCO-format data with Horovod.", argv)
-
+METRIC_DEFINITIONS = MODEL.metric_definitions()
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(MODEL)
