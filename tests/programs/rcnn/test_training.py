@@ -1,4 +1,4 @@
-"""Real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
+"""training (the R-CNN programs end to end): real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
 against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline.
 
 Each run is a few iterations of ResNet-50 R-CNN at short side 256 (~10 s per iteration on 2 cores), so
@@ -13,8 +13,9 @@ import signal
 import faster_rcnn
 import mask_rcnn
 import pytest
-import rcnn_common as rc
-import rcnn_helpers as h
+from mxnet_programs.rcnn import data as rcnn_data
+
+from programs.rcnn import helpers as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_mxnet")]
 MODULES = {"faster": faster_rcnn, "mask": mask_rcnn}
@@ -175,8 +176,8 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     np = pytest.importorskip("numpy")
     data = h.copy_coco(train_only, tmp_path / "data")
     ratios = [1.0] * 8
-    steps = rc.steps_per_epoch(8, 2, 1, cap=2)
-    (first,) = rc.epoch_batches(np, 8, ratios, 233, 0, 1, 2, 1, steps)[0]
+    steps = rcnn_data.steps_per_epoch(8, 2, 1, cap=2)
+    (first,) = rcnn_data.epoch_batches(np, 8, ratios, 233, 0, 1, 2, 1, steps)[0]
     # dataset index i is the i-th image by id (all 8 are usable); ids start at 1
     (data / "train2017" / f"{first + 1:012d}.jpg").write_bytes(b"this is not a jpeg")
     args = [a if a != "0" or i == 0 or h.TINY_ARGS[i - 1] != "--num-workers" else "1"

@@ -1,9 +1,11 @@
-"""Bad inputs and configurations end the entrypoints within seconds: exit 2, one line `<prog>: error: ...`."""
+"""training.main's failure paths: bad inputs and configurations end the R-CNN programs within seconds (exit 2,
+one line `<prog>: error: ...`)."""
 
 import json
 
 import pytest
-import rcnn_helpers as h
+
+from programs.rcnn import helpers as h
 
 pytestmark = pytest.mark.usefixtures("needs_mxnet")
 

@@ -1,7 +1,4 @@
-"""Helpers for the R-CNN entrypoint tests (run on the host with the dev venv: /opt/devvenv/bin/python -m pytest).
-
-A uniquely named module, not conftest: tests/entrypoints has its own conftest, and `from conftest import`
-would pick whichever was imported first when the whole tests/ tree runs.
+"""Helpers for the R-CNN program tests (inside the image: `make image-tests`).
 
 Everything runs for real: the entrypoints as subprocesses (under mpirun for the 2-rank tests) on tiny
 synthetic COCO data written by sagemaker_mxnet_horovod.synthetic_coco. Nothing is downloaded: the
@@ -21,12 +18,9 @@ from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem, session_pids
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ENTRYPOINTS = ROOT / "entrypoints"
 CONTAINER_SRC = ROOT / "container" / "src"
-sys.path.insert(0, str(CONTAINER_SRC))
-sys.path.insert(0, str(ENTRYPOINTS))
-synthetic_coco = importlib.import_module("sagemaker_mxnet_horovod.synthetic_coco")
 
 SCRIPTS = {"faster": ENTRYPOINTS / "faster_rcnn.py", "mask": ENTRYPOINTS / "mask_rcnn.py"}
 # What every mpirun here needs on 2 cores: yielding MPI progress instead of busy polling.
@@ -44,7 +38,7 @@ def dev_venv_problem():
         try:
             importlib.import_module(module)
         except ImportError:
-            return f"needs {module}: run with the dev venv (/opt/devvenv/bin/python -m pytest tests/rcnn)"
+            return f"needs {module}: run inside the image (make image-tests)"
     return None
 
 
@@ -100,6 +94,9 @@ def base_env(workdir, extra=None):
         "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
         "MXNET_HOME": str(workdir / "mxnet-home"),
         "PYTHONUNBUFFERED": "1",
+        # The programs import the launcher package (MNIST and RecordIO readers, COCO categories): from this
+        # source tree, as pytest.ini gives it to the tests, where the image's installed copy is not there.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(CONTAINER_SRC), os.environ.get("PYTHONPATH")])),
     })
     env.update(extra or {})
     return env

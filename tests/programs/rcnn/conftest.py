@@ -1,7 +1,8 @@
-"""Fixtures for the R-CNN entrypoint tests; the helpers live in rcnn_helpers.py."""
+"""Fixtures for the R-CNN program tests; the helpers live in helpers.py."""
 
 import pytest
-import rcnn_helpers
+
+from programs.rcnn import helpers as rcnn_helpers
 
 
 def pytest_configure(config):
