@@ -43,15 +43,16 @@ def make_mnist(out_dir, train, test, seed=0, fmt="idx"):
 
 
 def base_env(workdir, extra=None):
-    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml is touched)."""
+    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml or ~/.mxnet is touched)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS"))}
+           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS", "MXNET_"))}
     workdir = Path(workdir)
     env.update({
         "SM_INPUT_DIR": str(workdir / "input"),
         "SM_MODEL_DIR": str(workdir / "model"),
         "SM_OUTPUT_DATA_DIR": str(workdir / "output" / "data"),
         "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "MXNET_HOME": str(workdir / "mxnet-home"),
         "PYTHONUNBUFFERED": "1",
         # The programs import the launcher package (MNIST and RecordIO readers, COCO categories): from this
         # source tree, as pytest.ini gives it to the tests, where the image's installed copy is not there.

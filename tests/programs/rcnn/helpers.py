@@ -9,7 +9,6 @@ model store at a closed local port.
 import functools
 import importlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,6 +16,8 @@ import time
 from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem, session_pids
+
+from programs.helpers import base_env
 
 ROOT = Path(__file__).resolve().parents[3]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -80,26 +81,6 @@ def rank_pids(sid, timeout=60):
             return ranks
         time.sleep(0.2)
     raise AssertionError(f"no rank processes in session {sid}")
-
-
-def base_env(workdir, extra=None):
-    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml or ~/.mxnet is touched)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS", "MXNET_"))}
-    workdir = Path(workdir)
-    env.update({
-        "SM_INPUT_DIR": str(workdir / "input"),
-        "SM_MODEL_DIR": str(workdir / "model"),
-        "SM_OUTPUT_DATA_DIR": str(workdir / "output" / "data"),
-        "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
-        "MXNET_HOME": str(workdir / "mxnet-home"),
-        "PYTHONUNBUFFERED": "1",
-        # The programs import the launcher package (MNIST and RecordIO readers, COCO categories): from this
-        # source tree, as pytest.ini gives it to the tests, where the image's installed copy is not there.
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(CONTAINER_SRC), os.environ.get("PYTHONPATH")])),
-    })
-    env.update(extra or {})
-    return env
 
 
 def start(model, workdir, args=(), env=None, ranks=1):
