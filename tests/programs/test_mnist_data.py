@@ -62,3 +62,15 @@ def test_sharded_channel_smaller_than_the_hosts_ranks_fails(tmp_path, monkeypatc
     data = make_mnist(tmp_path / "one", 1, 1)
     with pytest.raises(ProgramError, match=r"channel 'train' has 1 samples on this host, fewer than its 2"):
         plans(data, monkeypatch, tmp_path, "ShardedByS3Key", "FullyReplicated")
+
+
+def test_pipe_wait_ends_at_sigterm_or_its_deadline(tmp_path, monkeypatch):
+    from mxnet_programs.process import Stopped, StopRequest
+
+    monkeypatch.setenv("SM_INPUT_DIR", str(tmp_path))
+    stop = StopRequest()
+    stop.set()
+    with pytest.raises(Stopped, match=f"while waiting for {tmp_path}/data/train_0_3"):
+        mnist_data.read_pipe("train_0", 3, stop)
+    with pytest.raises(ProgramError, match=r"FIFO .*train_0_0 did not appear within 0.3 s"):
+        mnist_data.read_pipe("train_0", 0, StopRequest(), deadline_seconds=0.3)
