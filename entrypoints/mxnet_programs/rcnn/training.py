@@ -63,7 +63,7 @@ class RcnnTraining:
                                        kvstore=config.kv_store if len(self.ctx) > 1 else None)
         if self.amp is not None:
             self.amp.init_trainer(self.trainer)
-        self.step = TrainStep(mx, model, self.net, self.trainer, self.ctx, self.amp)
+        self.train_step = TrainStep(mx, model, self.net, self.trainer, self.ctx, self.amp)
         session.open_checkpoints(config.checkpoint_dir, self.net_name, config.keep_checkpoints)
         self.best_map, self.best_epoch, self.history = -1.0, None, []
         state, stem = session.resume(self.net, self.trainer, self.ctx) if config.resume else (None, None)
@@ -221,7 +221,7 @@ class RcnnTraining:
             lr = learning_rate(self.base_lr, epoch, iteration, self.steps, config.lr_decay_epoch, config.lr_decay,
                                config.lr_warmup, config.lr_warmup_factor)
             self.trainer.set_learning_rate(lr)
-            values = self.step(batch, self.per_rank_batch, f"epoch {epoch} iteration {iteration + 1}")
+            values = self.train_step(batch, self.per_rank_batch, f"epoch {epoch} iteration {iteration + 1}")
             sums = [a + v for a, v in zip(sums, values)]
             count += 1
             iteration += 1
