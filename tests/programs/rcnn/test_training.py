@@ -153,8 +153,9 @@ def test_sigterm_checkpoints_mid_epoch_and_resume_continues(train_only, tmp_path
 @pytest.mark.mpi
 def test_sigterm_to_both_ranks_stops_them_together(train_only, tmp_path, needs_horovod):
     """What the launcher does on a SageMaker stop: SIGTERM every rank. They agree on the iteration to stop
-    after, rank 0 checkpoints, both exit 143."""
-    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "3", *dirs_args(tmp_path)]
+    after (the vote is pipelined: within two iterations of the signal, so 5 iterations leave room to stop
+    mid-epoch), rank 0 checkpoints, both exit 143."""
+    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "5", *dirs_args(tmp_path)]
     job = h.start("faster", tmp_path, args, env=h.channel_env(train_only), ranks=2)
     job.wait_for(r"^epoch=0 iter=1 ", timeout=600)
     ranks = h.rank_pids(job.proc.pid)
