@@ -112,3 +112,19 @@ def channel_env(train_dir, val_dir=None):
         channels.append("val")
     env["SM_CHANNELS"] = json.dumps(channels)
     return env
+
+
+# Input checks run before mxnet is imported; checks that need mxnet (GPU count, GluonCV's model store
+# hashes) pay its import (~3-6 s, more on a busy 2-core machine).
+FAST_SECONDS = 10
+WITH_MXNET_SECONDS = 45
+
+
+def assert_usage_error(job, prog, *needles, seconds=FAST_SECONDS):
+    assert job.returncode == 2, job.explain()
+    assert job.seconds < seconds, f"took {job.seconds:.1f} s\n{job.explain()}"
+    errors = [line for line in job.stderr.splitlines() if line.startswith(f"{prog}: error: ")]
+    assert len(errors) == 1, job.explain()
+    for needle in needles:
+        assert needle in errors[0], job.explain()
+    return errors[0]
