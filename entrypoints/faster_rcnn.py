@@ -72,23 +72,17 @@ Outputs (rank 0):
   * output data dir: faster_rcnn_val_results.json (COCO detections of the last validation).
   * TensorBoard scalars (tensorboardX) in --tensorboard-dir (/opt/ml/output/tensorboard).
 
-SIGTERM: the current iteration finishes, the ranks agree to stop, rank 0 writes a resumable
-mid-epoch checkpoint, exit 143.
+SIGTERM: the ranks agree to stop after the same iteration (the one running, or with several ranks the
+next: the vote travels with the training without a sync per iteration), rank 0 writes a resumable
+mid-epoch checkpoint, exit 143. A stop agreed at the end of an epoch skips its validation.
 Exit codes: 0 done; 2 bad hyperparameter or input (one line ``faster_rcnn: error: ...`` on stderr,
 before MPI is initialised where possible); 1 unexpected failure (traceback first); 143 SIGTERM.
 """
 
-import sys
+from mxnet_programs.rcnn.faster_rcnn import MODEL
+from mxnet_programs.rcnn.training import main
 
-import rcnn_common
-
-KIND = rcnn_common.FASTER_RCNN
-METRIC_DEFINITIONS = rcnn_common.metric_definitions(KIND)
-
-
-def main(argv=None):
-    return rcnn_common.main(KIND, "Train GluonCV Faster R-CNN on COCO-format data with Horovod.", argv)
-
+METRIC_DEFINITIONS = MODEL.metric_definitions()
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(MODEL)

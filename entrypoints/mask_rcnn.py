@@ -24,17 +24,10 @@ Quick start on tiny synthetic data (CPU, one process)::
         --model-dir /tmp/model --checkpoint-dir /tmp/ckpt --tensorboard false
 """
 
-import sys
+from mxnet_programs.rcnn.mask_rcnn import MODEL
+from mxnet_programs.rcnn.training import main
 
-import rcnn_common
-
-KIND = rcnn_common.MASK_RCNN
-METRIC_DEFINITIONS = rcnn_common.metric_definitions(KIND)
-
-
-def main(argv=None):
-    return rcnn_common.main(KIND, "Train GluonCV Mask R-CNN on COCO-format data with Horovod.", argv)
-
+METRIC_DEFINITIONS = MODEL.metric_definitions()
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main(MODEL)

@@ -1,4 +1,4 @@
-"""One entrypoint process under test (tests/entrypoints and tests/rcnn): its output collected by threads,
+"""One program process under test (tests/programs): its output collected by threads,
 so a test can wait for a line, and a kill that reaches everything the process started.
 
 A module of its own under tests/ (on sys.path through tests/conftest.py), named so no test dir shadows it.

@@ -8,8 +8,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # Tested inside the image, where their libraries are (MXNet, pycocotools): the test module that covers each.
 TESTED_IN_IMAGE = {
-    "datatool": "tests/entrypoints/test_datatool.py",
-    "synthetic_coco": "tests/rcnn/test_rcnn_unit.py",  # with the R-CNN programs' data
+    "datatool": "tests/programs/test_datatool.py",
+    "mnist_files": "tests/programs/test_datatool.py",  # the one MNIST reader, of synth-data and the program
+    "synthetic_coco": "tests/programs/rcnn/test_synthetic_coco.py",  # with the R-CNN programs' data
+    "coco_categories": "tests/programs/rcnn/test_synthetic_coco.py",  # a data table
 }
 
 
@@ -43,10 +45,19 @@ def test_every_unit_test_module_is_named_for_the_module_it_tests():
     assert strays == [], "name each test_<module>.py or test_<module>_<topic>.py"
 
 
+def import_root(test_dir: Path) -> Path:
+    """Where pytest imports a test directory's modules from: the directory itself, or, inside a package
+    (tests/programs), the first directory above it without an __init__.py (its modules are then programs.*)."""
+    while (test_dir / "__init__.py").is_file():
+        test_dir = test_dir.parent
+    return test_dir
+
+
 def import_roots() -> list:
-    """The directories on sys.path under pytest: pytest.ini's pythonpath, tests/ and each test directory (pytest
-    puts a test module's or conftest's directory there itself)."""
-    test_dirs = {path.parent for pattern in ("test_*.py", "conftest.py") for path in (ROOT / "tests").rglob(pattern)}
+    """The directories on sys.path under pytest: pytest.ini's pythonpath, tests/ and each test directory's
+    import root (pytest puts it there itself)."""
+    test_dirs = {import_root(path.parent) for pattern in ("test_*.py", "conftest.py")
+                 for path in (ROOT / "tests").rglob(pattern)}
     return [ROOT / "container" / "src", ROOT / "entrypoints", ROOT / "scripts", *sorted(test_dirs)]
 
 

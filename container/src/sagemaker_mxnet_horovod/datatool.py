@@ -34,24 +34,12 @@ import gzip
 import os
 import struct
 import sys
-import zipfile
 
-from sagemaker_mxnet_horovod.recordio import (
-    MAGIC_BYTES,
-    RecordIOError,
-    RecordIOWriter,
-    iter_records,
-    pack_ir_record,
-    unpack_ir_record,
-)
+from sagemaker_mxnet_horovod import mnist_files
+from sagemaker_mxnet_horovod.mnist_files import IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, IMAGE_SIDE, NUM_CLASSES
+from sagemaker_mxnet_horovod.recordio import RecordIOWriter, pack_ir_record
 
 PROG = "synth-data"
-IMAGE_SIDE = 28
-NUM_CLASSES = 10
-
-IDX_IMAGES_MAGIC = 0x00000803  # ubyte, 3 dims
-IDX_LABELS_MAGIC = 0x00000801  # ubyte, 1 dim
-
 FORMATS = ("idx", "idx.gz", "npz", "recordio")
 
 
@@ -203,98 +191,16 @@ def _write_file(path, data, gz):
     os.replace(tmp, path)
 
 
-def read_dataset(channel_dir):
-    """Reads every IDX (plain/.gz), .npz and RecordIO file in a channel dir, in name order.
-
-    Returns (images (N, 28, 28) uint8, labels (N,) uint8). IDX image and label files are paired
-    by name (``images`` <-> ``labels``).
-    """
-    np = _np()
+def read_dataset(channel_dir, role="train"):
+    """Every IDX (plain/.gz), .npz and RecordIO file in a channel dir, read by the mnist program's own reader
+    (mnist_files). Returns (images (N, 28, 28) uint8, labels (N,) uint8)."""
     if not os.path.isdir(channel_dir):
         raise DataToolError(f"input dir does not exist: {channel_dir}")
-    idx_images, idx_labels, parts = {}, {}, []
-    for name in sorted(os.listdir(channel_dir)):
-        path = os.path.join(channel_dir, name)
-        if name.startswith(".") or not os.path.isfile(path):
-            continue
-        head = _peek(path, 8)
-        if head[:4] == b"PK\x03\x04":
-            parts.append(_read_npz(path))
-        elif head[:4] == MAGIC_BYTES:
-            parts.append(_read_recordio(path))
-        elif len(head) >= 4 and struct.unpack(">I", head[:4])[0] == IDX_IMAGES_MAGIC:
-            idx_images[_pair_key(name)] = path
-        elif len(head) >= 4 and struct.unpack(">I", head[:4])[0] == IDX_LABELS_MAGIC:
-            idx_labels[_pair_key(name)] = path
-    if set(idx_images) != set(idx_labels):
-        unpaired = sorted(set(idx_images) ^ set(idx_labels))
-        raise DataToolError(f"IDX images and labels files do not pair up in {channel_dir}: {unpaired}")
-    for key in sorted(idx_images):
-        parts.append((_read_idx(idx_images[key], 3), _read_idx(idx_labels[key], 1)))
-    if not parts:
-        raise DataToolError(f"no IDX, .npz or RecordIO data in {channel_dir}")
-    for images, labels in parts:
-        if len(images) != len(labels):
-            raise DataToolError(f"images/labels count mismatch in {channel_dir}: "
-                                f"{len(images)} images, {len(labels)} labels")
-    return (np.concatenate([p[0] for p in parts]).astype(np.uint8),
-            np.concatenate([p[1] for p in parts]).astype(np.uint8))
-
-
-def _pair_key(name):
-    base = name.removesuffix(".gz")
-    return base.replace("images", "*").replace("labels", "*").replace("idx3", "idx").replace("idx1", "idx")
-
-
-def _peek(path, size):
-    with open(path, "rb") as f:
-        head = f.read(size)
-    if head[:2] == b"\x1f\x8b":
-        with gzip.open(path, "rb") as f:
-            head = f.read(size)
-    return head
-
-
-def _open_maybe_gz(path):
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rb") if gz else open(path, "rb")
-
-
-def _read_idx(path, ndim):
-    np = _np()
-    with _open_maybe_gz(path) as f:
-        data = f.read()
-    dims = struct.unpack(f">{ndim}I", data[4:4 + 4 * ndim])
-    body = np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim)
-    if body.size != int(np.prod(dims)):
-        raise DataToolError(f"IDX file {path} is truncated: header says {dims}, has {body.size} bytes")
-    return body.reshape(dims)
-
-
-def _read_npz(path):
-    np = _np()
     try:
-        with np.load(path) as npz:
-            return np.asarray(npz["data"]).reshape(-1, IMAGE_SIDE, IMAGE_SIDE), np.asarray(npz["labels"])
-    except (KeyError, ValueError, zipfile.BadZipFile) as exc:
-        raise DataToolError(f"{path}: not an .npz with arrays 'data' and 'labels' ({exc})") from None
-
-
-def _read_recordio(path):
-    np = _np()
-    images, labels = [], []
-    with open(path, "rb") as f:
-        try:
-            for record in iter_records(f):
-                label, pixels = unpack_ir_record(record)
-                images.append(np.frombuffer(pixels, dtype=np.uint8))
-                labels.append(label)
-        except RecordIOError as error:
-            raise DataToolError(f"{path}: {error}") from None
-    if not images:
-        return np.zeros((0, IMAGE_SIDE, IMAGE_SIDE), np.uint8), np.zeros((0,), np.uint8)
-    return np.stack(images).reshape(-1, IMAGE_SIDE, IMAGE_SIDE), np.asarray(labels, dtype=np.uint8)
+        images, labels = mnist_files.read_directory(channel_dir, os.path.basename(channel_dir), role)
+    except mnist_files.MnistFileError as exc:
+        raise DataToolError(str(exc)) from None
+    return mnist_files.as_uint8(images), labels.astype(_np().uint8)
 
 
 # --------------------------------------------------------------------------------------------
@@ -315,7 +221,7 @@ def _cmd_mnist(args):
 def _cmd_shard(args):
     if args.shards < 1:
         raise DataToolError(f"--shards must be at least 1, got {args.shards}")
-    images, labels = read_dataset(args.in_dir)
+    images, labels = read_dataset(args.in_dir, role="train" if args.channel.startswith("train") else "test")
     if len(labels) < args.shards:
         raise DataToolError(f"{len(labels)} samples cannot fill {args.shards} shards")
     for shard in range(args.shards):

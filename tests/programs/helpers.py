@@ -1,7 +1,4 @@
-"""Helpers for the entrypoint and data-tool tests: run mnist.py like the launcher does, feed Pipe FIFOs.
-
-A module of its own (not conftest) so test modules can import it by a name no other test dir uses.
-"""
+"""Helpers for the program tests: run entrypoints/mnist.py like the launcher does, feed Pipe FIFOs."""
 
 import functools
 import importlib
@@ -13,17 +10,15 @@ import time
 from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem
+from mxnet_programs.sagemaker_env import DistEnv
+from sagemaker_mxnet_horovod import datatool
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINTS = ROOT / "entrypoints"
 MNIST = ENTRYPOINTS / "mnist.py"
 CONTAINER_SRC = ROOT / "container" / "src"
-for _path in (str(CONTAINER_SRC), str(ENTRYPOINTS)):
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
-datatool = importlib.import_module("sagemaker_mxnet_horovod.datatool")
 
-DEV_VENV_REASON = "needs numpy and mxnet: run with the dev venv (/opt/devvenv/bin/python -m pytest)"
+DEV_VENV_REASON = "needs numpy and mxnet: run inside the image (make image-tests)"
 
 # What every mpirun here needs on 2 cores: yielding MPI progress threads instead of spinning.
 MPIRUN_FLAGS = ["--allow-run-as-root", "--oversubscribe", "-mca", "mpi_yield_when_idle", "1"]
@@ -48,16 +43,20 @@ def make_mnist(out_dir, train, test, seed=0, fmt="idx"):
 
 
 def base_env(workdir, extra=None):
-    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml is touched)."""
+    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml or ~/.mxnet is touched)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS"))}
+           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS", "MXNET_"))}
     workdir = Path(workdir)
     env.update({
         "SM_INPUT_DIR": str(workdir / "input"),
         "SM_MODEL_DIR": str(workdir / "model"),
         "SM_OUTPUT_DATA_DIR": str(workdir / "output" / "data"),
         "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
+        "MXNET_HOME": str(workdir / "mxnet-home"),
         "PYTHONUNBUFFERED": "1",
+        # The programs import the launcher package (MNIST and RecordIO readers, COCO categories): from this
+        # source tree, as pytest.ini gives it to the tests, where the image's installed copy is not there.
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(CONTAINER_SRC), os.environ.get("PYTHONPATH")])),
     })
     env.update(extra or {})
     return env
@@ -161,3 +160,14 @@ class PipeFeeder:
                     except OSError:
                         pass
                 thread.join(0.1)
+
+
+# Two hosts with two ranks each, and their input data config (channels train and test).
+HOSTS, PER_HOST = 2, 2
+LAYOUT = [DistEnv(rank=h * PER_HOST + local, size=HOSTS * PER_HOST, local_rank=local, local_size=PER_HOST)
+          for h in range(HOSTS) for local in range(PER_HOST)]
+
+
+def input_config(train="FullyReplicated", test="FullyReplicated"):
+    return {"train": {"TrainingInputMode": "File", "S3DistributionType": train, "RecordWrapperType": "None"},
+            "test": {"TrainingInputMode": "File", "S3DistributionType": test, "RecordWrapperType": "None"}}

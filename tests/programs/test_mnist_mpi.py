@@ -7,8 +7,9 @@ import signal
 import time
 
 import pytest
-from entrypoint_helpers import PipeFeeder, channels_env, rank_pids, run_mnist, start_mnist
 from sagemaker_mxnet_horovod import datatool
+
+from programs.helpers import PipeFeeder, channels_env, input_config, rank_pids, run_mnist, start_mnist
 
 pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
 
@@ -112,3 +113,17 @@ def test_one_rank_with_bad_data_does_not_leave_the_other_hanging(tiny_mnist, tmp
     assert job.returncode == 2, job.explain()
     assert job.seconds < 30
     assert f"mnist: error: unrecognised data format in channel 'train_1' ({bad})" in job.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_two_ranks_train_on_all_of_a_sharded_channel(tiny_mnist, tmp_path):
+    """Real ranks under mpirun: each epoch trains on every sample of the host's part once, the sharded
+    test channel is scored whole, and rank 0 says which split it used."""
+    env = dict(channels_env(tiny_mnist), SM_INPUT_DATA_CONFIG=json.dumps(input_config("ShardedByS3Key", "ShardedByS3Key")))
+    job = run_mnist(tmp_path, ["--epochs", "1", "--batch-size", "50", "--log-interval", "0"], env=env, ranks=2,
+                    timeout=110)
+    assert job.returncode == 0, job.explain()
+    assert re.search(r"channel 'train' is ShardedByS3Key: .*local rank \(2 per host", job.stdout), job.stdout
+    epoch = re.search(r"^epoch=1 .*val_samples=(\d+) train_samples=(\d+)", job.stdout, re.M)
+    assert epoch and (int(epoch.group(1)), int(epoch.group(2))) == (200, 600), job.stdout

@@ -1,4 +1,4 @@
-"""Real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
+"""training (the R-CNN programs end to end): real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
 against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline.
 
 Each run is a few iterations of ResNet-50 R-CNN at short side 256 (~10 s per iteration on 2 cores), so
@@ -13,8 +13,9 @@ import signal
 import faster_rcnn
 import mask_rcnn
 import pytest
-import rcnn_common as rc
-import rcnn_helpers as h
+from mxnet_programs.rcnn import data as rcnn_data
+
+from programs.rcnn import helpers as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_mxnet")]
 MODULES = {"faster": faster_rcnn, "mask": mask_rcnn}
@@ -152,8 +153,9 @@ def test_sigterm_checkpoints_mid_epoch_and_resume_continues(train_only, tmp_path
 @pytest.mark.mpi
 def test_sigterm_to_both_ranks_stops_them_together(train_only, tmp_path, needs_horovod):
     """What the launcher does on a SageMaker stop: SIGTERM every rank. They agree on the iteration to stop
-    after, rank 0 checkpoints, both exit 143."""
-    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "3", *dirs_args(tmp_path)]
+    after (the vote is pipelined: within two iterations of the signal, so 5 iterations leave room to stop
+    mid-epoch), rank 0 checkpoints, both exit 143."""
+    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "5", *dirs_args(tmp_path)]
     job = h.start("faster", tmp_path, args, env=h.channel_env(train_only), ranks=2)
     job.wait_for(r"^epoch=0 iter=1 ", timeout=600)
     ranks = h.rank_pids(job.proc.pid)
@@ -175,8 +177,8 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     np = pytest.importorskip("numpy")
     data = h.copy_coco(train_only, tmp_path / "data")
     ratios = [1.0] * 8
-    steps = rc.steps_per_epoch(8, 2, 1, cap=2)
-    (first,) = rc.epoch_batches(np, 8, ratios, 233, 0, 1, 2, 1, steps)[0]
+    steps = rcnn_data.steps_per_epoch(8, 2, 1, cap=2)
+    (first,) = rcnn_data.epoch_batches(np, 8, ratios, 233, 0, 1, 2, 1, steps)[0]
     # dataset index i is the i-th image by id (all 8 are usable); ids start at 1
     (data / "train2017" / f"{first + 1:012d}.jpg").write_bytes(b"this is not a jpeg")
     args = [a if a != "0" or i == 0 or h.TINY_ARGS[i - 1] != "--num-workers" else "1"

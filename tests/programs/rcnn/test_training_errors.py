@@ -1,27 +1,13 @@
-"""Bad inputs and configurations end the entrypoints within seconds: exit 2, one line `<prog>: error: ...`."""
+"""training.main's failure paths: bad inputs and configurations end the R-CNN programs within seconds (exit 2,
+one line `<prog>: error: ...`)."""
 
 import json
 
 import pytest
-import rcnn_helpers as h
+
+from programs.rcnn import helpers as h
 
 pytestmark = pytest.mark.usefixtures("needs_mxnet")
-
-# Input checks run before mxnet is imported; checks that need mxnet (GPU count, GluonCV's model store
-# hashes) pay its import (~3-6 s, more on a busy 2-core machine).
-FAST_SECONDS = 10
-WITH_MXNET_SECONDS = 45
-
-
-def _assert_usage_error(job, prog, *needles, seconds=FAST_SECONDS):
-    assert job.returncode == 2, job.explain()
-    assert job.seconds < seconds, f"took {job.seconds:.1f} s\n{job.explain()}"
-    errors = [line for line in job.stderr.splitlines() if line.startswith(f"{prog}: error: ")]
-    assert len(errors) == 1, job.explain()
-    for needle in needles:
-        assert needle in errors[0], job.explain()
-    return errors[0]
-
 
 def _break(data, breakage):
     if breakage == "missing_annotation":
@@ -52,12 +38,12 @@ def test_bad_data_fails_fast(coco, tmp_path, model, breakage):
     data = h.copy_coco(coco, tmp_path / "data")
     needles = _break(data, breakage)
     job = h.run(model, tmp_path / "job", h.TINY_ARGS, env=h.channel_env(data), timeout=120)
-    _assert_usage_error(job, f"{model}_rcnn", *needles)
+    h.assert_usage_error(job, f"{model}_rcnn", *needles)
 
 
 def test_missing_train_channel(tmp_path):
     job = h.run("faster", tmp_path / "job", h.TINY_ARGS, env=h.channel_env(tmp_path / "nowhere"), timeout=120)
-    _assert_usage_error(job, "faster_rcnn", "missing train channel", str(tmp_path / "nowhere"))
+    h.assert_usage_error(job, "faster_rcnn", "missing train channel", str(tmp_path / "nowhere"))
 
 
 def test_bad_data_fails_fast_on_every_rank_under_mpirun(coco, tmp_path, needs_horovod):
@@ -72,44 +58,15 @@ def test_bad_data_fails_fast_on_every_rank_under_mpirun(coco, tmp_path, needs_ho
 
 def test_amp_on_cpu_is_a_clear_error(coco, tmp_path):
     job = h.run("faster", tmp_path / "job", [*h.TINY_ARGS, "--amp", "true"], env=h.channel_env(coco), timeout=120)
-    line = _assert_usage_error(job, "faster_rcnn", "amp needs a GPU", "--amp false", seconds=WITH_MXNET_SECONDS)
+    line = h.assert_usage_error(job, "faster_rcnn", "amp needs a GPU", "--amp false", seconds=h.WITH_MXNET_SECONDS)
     assert "model=" not in job.stdout, "the model was built before the amp check"
     assert line
-
-
-def test_pretrained_base_without_weights_and_unreachable_store(coco, tmp_path):
-    """Weights absent from $MXNET_HOME/models, model store unreachable (a closed local port stands in for
-    SageMaker network isolation): exit 2 in seconds, saying how to provide the file."""
-    args = [a for a in h.TINY_ARGS if a not in ("--pretrained-base", "false")]
-    env = dict(h.channel_env(coco), MXNET_GLUON_REPO="http://127.0.0.1:9/")
-    job = h.run("mask", tmp_path / "job", args, env=env, timeout=120)
-    home = tmp_path / "job" / "mxnet-home" / "models"
-    _assert_usage_error(job, "mask_rcnn", "resnet50_v1b-0ecdba34.params", "unreachable", str(home),
-                        "'pretrained' channel", "--pretrained-base false", seconds=WITH_MXNET_SECONDS)
-
-
-def test_pretrained_base_without_download(coco, tmp_path):
-    args = [a for a in h.TINY_ARGS if a not in ("--pretrained-base", "false")] + ["--download-pretrained", "false"]
-    job = h.run("faster", tmp_path / "job", args, env=h.channel_env(coco), timeout=120)
-    _assert_usage_error(job, "faster_rcnn", "resnet50_v1b-0ecdba34.params", "not found",
-                        "--pretrained-base false", seconds=WITH_MXNET_SECONDS)
-
-
-def test_pretrained_channel_with_a_wrong_file(coco, tmp_path):
-    pretrained = tmp_path / "pretrained"
-    pretrained.mkdir()
-    (pretrained / "resnet50_v1b-0ecdba34.params").write_bytes(b"not the weights")
-    env = dict(h.channel_env(coco), SM_CHANNEL_PRETRAINED=str(pretrained), MXNET_GLUON_REPO="http://127.0.0.1:9/")
-    args = [a for a in h.TINY_ARGS if a not in ("--pretrained-base", "false")]
-    job = h.run("faster", tmp_path / "job", args, env=env, timeout=120)
-    _assert_usage_error(job, "faster_rcnn", "do not match GluonCV's SHA-1", str(pretrained),
-                        seconds=WITH_MXNET_SECONDS)
 
 
 def test_horovod_false_with_two_hosts(coco, tmp_path):
     env = dict(h.channel_env(coco), SM_HOSTS=json.dumps(["algo-1", "algo-2"]), SM_CURRENT_HOST="algo-1")
     job = h.run("mask", tmp_path / "job", [*h.TINY_ARGS, "--horovod", "false"], env=env, timeout=120)
-    _assert_usage_error(job, "mask_rcnn", "--horovod false", "2 hosts", "algo-2")
+    h.assert_usage_error(job, "mask_rcnn", "--horovod false", "2 hosts", "algo-2")
 
 
 def _data_channel_env(data, **extra_channels):
@@ -124,18 +81,18 @@ def test_incomplete_data_channel(coco, tmp_path):
     data = h.copy_coco(coco, tmp_path / "data")
     (data / "annotations" / "instances_val2017.json").unlink()
     job = h.run("mask", tmp_path / "job", h.TINY_ARGS, env=_data_channel_env(data), timeout=120)
-    _assert_usage_error(job, "mask_rcnn", "channel 'data' is incomplete: missing",
+    h.assert_usage_error(job, "mask_rcnn", "channel 'data' is incomplete: missing",
                         str(data / "annotations" / "instances_val2017.json"))
 
 
 def test_data_and_train_channels_together(coco, tmp_path):
     job = h.run("faster", tmp_path / "job", h.TINY_ARGS, env=_data_channel_env(coco, train=coco), timeout=120)
-    _assert_usage_error(job, "faster_rcnn", "both a 'train' and a 'data' channel were given")
+    h.assert_usage_error(job, "faster_rcnn", "both a 'train' and a 'data' channel were given")
 
 
 def test_sharded_data_channel_without_a_val_channel(coco, tmp_path):
     config = {"data": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}}
     env = dict(_data_channel_env(coco), SM_INPUT_DATA_CONFIG=json.dumps(config))
     job = h.run("faster", tmp_path / "job", h.TINY_ARGS, env=env, timeout=120)
-    _assert_usage_error(job, "faster_rcnn", "channel 'data', which is ShardedByS3Key",
+    h.assert_usage_error(job, "faster_rcnn", "channel 'data', which is ShardedByS3Key",
                         "FullyReplicated 'val' channel")

@@ -1,4 +1,5 @@
-"""mnist.py as one process: training, model export, metrics lines, checkpoints, resume, SIGTERM, bad input."""
+"""The mnist program (entrypoints/mnist.py) as one process: training, model export, metrics lines, checkpoints,
+resume, SIGTERM, bad input."""
 
 import json
 import os
@@ -9,9 +10,12 @@ import subprocess
 import sys
 import time
 
-import mnist
 import pytest
-from entrypoint_helpers import (
+from mxnet_programs import mnist_data
+from mxnet_programs.mnist import METRIC_DEFINITIONS, build_net
+from sagemaker_mxnet_horovod import datatool
+
+from programs.helpers import (
     DEV_VENV_REASON,
     MNIST,
     PipeFeeder,
@@ -21,7 +25,6 @@ from entrypoint_helpers import (
     run_mnist,
     start_mnist,
 )
-from sagemaker_mxnet_horovod import datatool
 
 # The entrypoint runs with this Python: without numpy/mxnet (e.g. the lint/tools venv) skip, don't fail.
 np = pytest.importorskip("numpy", reason=DEV_VENV_REASON)
@@ -93,8 +96,8 @@ def test_metric_definitions_match_the_real_log(trained):
     history = json.loads((trained.model_dir / "metrics.json").read_text())["history"]
     keys = {"train:loss": "train_loss", "train:accuracy": "train_accuracy",
             "validation:accuracy": "val_accuracy", "train:samples_per_sec": "samples_per_sec"}
-    assert {d["Name"] for d in mnist.METRIC_DEFINITIONS} == set(keys)
-    for definition in mnist.METRIC_DEFINITIONS:
+    assert {d["Name"] for d in METRIC_DEFINITIONS} == set(keys)
+    for definition in METRIC_DEFINITIONS:
         # SageMaker applies each regex to every log line and takes group 1.
         values = [float(m.group(1)) for line in trained.stdout.splitlines()
                   for m in [re.search(definition["Regex"], line)] if m]
@@ -102,14 +105,14 @@ def test_metric_definitions_match_the_real_log(trained):
         assert values == pytest.approx(want, rel=1e-3, abs=1e-3), definition
     # mpirun --tag-output prefixes lines; the regexes still match
     tagged = "[1,0]<stdout>:" + lines[-1]
-    assert all(re.search(d["Regex"], tagged) for d in mnist.METRIC_DEFINITIONS)
+    assert all(re.search(d["Regex"], tagged) for d in METRIC_DEFINITIONS)
 
 
 def test_progress_lines_are_not_mistaken_for_epoch_metrics(trained):
     progress = [line for line in trained.stdout.splitlines() if re.match(r"epoch=\d+ batch=", line)]
     assert progress, trained.stdout
     for line in progress:
-        assert not any(re.search(d["Regex"], line) for d in mnist.METRIC_DEFINITIONS), line
+        assert not any(re.search(d["Regex"], line) for d in METRIC_DEFINITIONS), line
 
 
 def test_keeps_the_newest_two_checkpoints(trained):
@@ -147,7 +150,7 @@ def test_resume_continues_at_the_next_epoch(tiny_mnist, tmp_path):
     assert third.returncode == 0, third.explain()
     assert "at epoch 4" in third.stdout and not epoch_lines(third.stdout)
     mx, exported = load_exported(tmp_path / "model")
-    from_checkpoint = mnist.build_net(mx)
+    from_checkpoint = build_net(mx)
     from_checkpoint.load_parameters(str(tmp_path / "checkpoints" / "checkpoint-epoch-0003.params"))
     images, _ = datatool.read_dataset(str(tiny_mnist / "test"))
     x = mx.nd.array(images[:50].reshape(-1, 1, 28, 28).astype(np.float32) / 255.0)
@@ -368,9 +371,9 @@ def test_channel_with_both_standard_pairs_uses_its_own(tmp_path):
     for channel in ("train", "test"):
         for path in (source / channel).iterdir():
             os.link(path, both / path.name)
-    _, labels, _ = mnist.load_channel(str(both), "train", "train")
+    _, labels, _ = mnist_data.load_channel("mnist", str(both), "train", "train")
     assert len(labels) == 30
-    _, labels, _ = mnist.load_channel(str(both), "test", "test")
+    _, labels, _ = mnist_data.load_channel("mnist", str(both), "test", "test")
     assert len(labels) == 20
 
 

@@ -1,7 +1,9 @@
-"""Fixtures for the R-CNN entrypoint tests; the helpers live in rcnn_helpers.py."""
+"""Fixtures for the R-CNN program tests; the helpers live in helpers.py."""
 
 import pytest
-import rcnn_helpers
+from sagemaker_mxnet_horovod import synthetic_coco
+
+from programs.rcnn import helpers as rcnn_helpers
 
 
 def pytest_configure(config):
@@ -27,5 +29,5 @@ def needs_horovod():
 def coco(tmp_path_factory, needs_mxnet):
     """8 train + 2 val synthetic images, 200-320 px (train2017 + val2017 in one dir)."""
     out = tmp_path_factory.mktemp("coco") / "coco"
-    rcnn_helpers.synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1)
+    synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1)
     return out

@@ -6,10 +6,10 @@ data on each host: only the ranks of that host split it, local rank l of L (rank
 part l of L, so together the job reads every host's part once. Pipe-mode channels are outside this:
 one FIFO has one reader, and per-rank Pipe channels decide who reads what.
 
-Standard library only (imported before numpy/mxnet), shared by mnist.py and the R-CNN programs.
+Standard library only (imported before numpy/mxnet), shared by the MNIST and R-CNN programs.
 """
 
-import sm_common as smc
+from mxnet_programs.process import ProgramError
 
 FULLY_REPLICATED = "FullyReplicated"
 SHARDED_BY_S3_KEY = "ShardedByS3Key"
@@ -24,7 +24,7 @@ def s3_distribution(config, channel):
     if value in (None, ""):
         return FULLY_REPLICATED
     if value not in DISTRIBUTIONS:
-        raise smc.EntrypointError(f"channel '{channel}' has S3DistributionType {value!r} in the input data "
+        raise ProgramError(f"channel '{channel}' has S3DistributionType {value!r} in the input data "
                                   f"config; expected one of {', '.join(DISTRIBUTIONS)}")
     return value
 
@@ -54,7 +54,7 @@ class Shard:
 
 
 def shard_for(config, channel, env):
-    """This rank's Shard of `channel`, given the input data config and the rank layout (sm_common.DistEnv)."""
+    """This rank's Shard of `channel`, given the input data config and the rank layout (sagemaker_env.DistEnv)."""
     distribution = s3_distribution(config, channel)
     if distribution == SHARDED_BY_S3_KEY:
         return Shard(channel, distribution, env.local_rank, env.local_size)

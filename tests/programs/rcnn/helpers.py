@@ -1,7 +1,4 @@
-"""Helpers for the R-CNN entrypoint tests (run on the host with the dev venv: /opt/devvenv/bin/python -m pytest).
-
-A uniquely named module, not conftest: tests/entrypoints has its own conftest, and `from conftest import`
-would pick whichever was imported first when the whole tests/ tree runs.
+"""Helpers for the R-CNN program tests (inside the image: `make image-tests`).
 
 Everything runs for real: the entrypoints as subprocesses (under mpirun for the 2-rank tests) on tiny
 synthetic COCO data written by sagemaker_mxnet_horovod.synthetic_coco. Nothing is downloaded: the
@@ -12,7 +9,6 @@ model store at a closed local port.
 import functools
 import importlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,12 +17,11 @@ from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem, session_pids
 
-ROOT = Path(__file__).resolve().parents[2]
+from programs.helpers import base_env
+
+ROOT = Path(__file__).resolve().parents[3]
 ENTRYPOINTS = ROOT / "entrypoints"
 CONTAINER_SRC = ROOT / "container" / "src"
-sys.path.insert(0, str(CONTAINER_SRC))
-sys.path.insert(0, str(ENTRYPOINTS))
-synthetic_coco = importlib.import_module("sagemaker_mxnet_horovod.synthetic_coco")
 
 SCRIPTS = {"faster": ENTRYPOINTS / "faster_rcnn.py", "mask": ENTRYPOINTS / "mask_rcnn.py"}
 # What every mpirun here needs on 2 cores: yielding MPI progress instead of busy polling.
@@ -44,7 +39,7 @@ def dev_venv_problem():
         try:
             importlib.import_module(module)
         except ImportError:
-            return f"needs {module}: run with the dev venv (/opt/devvenv/bin/python -m pytest tests/rcnn)"
+            return f"needs {module}: run inside the image (make image-tests)"
     return None
 
 
@@ -88,23 +83,6 @@ def rank_pids(sid, timeout=60):
     raise AssertionError(f"no rank processes in session {sid}")
 
 
-def base_env(workdir, extra=None):
-    """A clean SageMaker-like env rooted in `workdir` (no real /opt/ml or ~/.mxnet is touched)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SM_", "OMPI_", "PMI_", "HOROVOD_", "OMP_NUM_THREADS", "MXNET_"))}
-    workdir = Path(workdir)
-    env.update({
-        "SM_INPUT_DIR": str(workdir / "input"),
-        "SM_MODEL_DIR": str(workdir / "model"),
-        "SM_OUTPUT_DATA_DIR": str(workdir / "output" / "data"),
-        "SM_CHECKPOINT_DIR": str(workdir / "checkpoints"),
-        "MXNET_HOME": str(workdir / "mxnet-home"),
-        "PYTHONUNBUFFERED": "1",
-    })
-    env.update(extra or {})
-    return env
-
-
 def start(model, workdir, args=(), env=None, ranks=1):
     """Starts an entrypoint like the launcher: directly for one process, under mpirun for several."""
     workdir = Path(workdir)
@@ -134,3 +112,19 @@ def channel_env(train_dir, val_dir=None):
         channels.append("val")
     env["SM_CHANNELS"] = json.dumps(channels)
     return env
+
+
+# Input checks run before mxnet is imported; checks that need mxnet (GPU count, GluonCV's model store
+# hashes) pay its import (~3-6 s, more on a busy 2-core machine).
+FAST_SECONDS = 10
+WITH_MXNET_SECONDS = 45
+
+
+def assert_usage_error(job, prog, *needles, seconds=FAST_SECONDS):
+    assert job.returncode == 2, job.explain()
+    assert job.seconds < seconds, f"took {job.seconds:.1f} s\n{job.explain()}"
+    errors = [line for line in job.stderr.splitlines() if line.startswith(f"{prog}: error: ")]
+    assert len(errors) == 1, job.explain()
+    for needle in needles:
+        assert needle in errors[0], job.explain()
+    return errors[0]

@@ -1,4 +1,5 @@
-"""synth-data: files it writes load back (own readers, the entrypoint's loader, mx.recordio)."""
+"""synth-data and mnist_files: the files it writes load back (through mnist_files, the one MNIST reader the
+tool and the mnist program share, and through mx.recordio)."""
 
 import gzip
 import io
@@ -7,11 +8,10 @@ import struct
 import subprocess
 import sys
 
-import mnist
 import pytest
-import sm_common
-from entrypoint_helpers import CONTAINER_SRC, DEV_VENV_REASON, make_mnist
-from sagemaker_mxnet_horovod import datatool, recordio
+from sagemaker_mxnet_horovod import datatool, mnist_files, recordio
+
+from programs.helpers import CONTAINER_SRC, DEV_VENV_REASON, make_mnist
 
 # A Python without numpy (e.g. the lint/tools venv) skips this module instead of failing to collect it.
 np = pytest.importorskip("numpy", reason=DEV_VENV_REASON)
@@ -71,8 +71,8 @@ def test_every_format_holds_the_same_data_as_idx(tmp_path, fmt):
     reference = make_mnist(tmp_path / "idx", 80, 30, seed=7, fmt="idx")
     other = make_mnist(tmp_path / fmt, 80, 30, seed=7, fmt=fmt)
     for channel in ("train", "test"):
-        want_images, want_labels, _ = mnist.load_channel(str(reference / channel), channel, channel)
-        got_images, got_labels, _ = mnist.load_channel(str(other / channel), channel, channel)
+        want_images, want_labels = mnist_files.read_directory(str(reference / channel), channel, channel)
+        got_images, got_labels = mnist_files.read_directory(str(other / channel), channel, channel)
         np.testing.assert_array_equal(got_labels, want_labels)
         np.testing.assert_array_equal(got_images, want_images)
         # and the data tool's own reader agrees
@@ -110,7 +110,7 @@ def test_recordio_reads_back_with_mxnet(tmp_path):
 
 
 def _payloads_with_magic():
-    magic = struct.pack("<I", sm_common.RECORDIO_MAGIC)
+    magic = struct.pack("<I", recordio.RECORDIO_MAGIC)
     return [
         b"",
         b"abc",
@@ -140,9 +140,8 @@ def test_recordio_framing_matches_mxnet_both_ways(tmp_path):
     reader = mx.recordio.MXRecordIO(str(ours), "r")
     assert [reader.read() for _ in payloads] == payloads
     reader.close()
-    for read in (sm_common.iter_recordio, recordio.iter_records):
-        with open(theirs, "rb") as f:
-            assert list(read(f)) == payloads
+    with open(theirs, "rb") as f:
+        assert list(recordio.iter_records(f)) == payloads
 
 
 def test_ir_header_matches_mxnet_pack():
@@ -150,10 +149,9 @@ def test_ir_header_matches_mxnet_pack():
     pixels = bytes(range(200)) * 4
     packed = mx.recordio.pack(mx.recordio.IRHeader(0, 7.0, 12, 0), pixels[:784])
     assert recordio.pack_ir_record(7, 12, pixels[:784]) == packed
-    assert sm_common.unpack_ir_record(packed) == (7.0, pixels[:784])
+    assert recordio.unpack_ir_record(packed) == (7.0, pixels[:784])
     # label arrays (flag > 0): the first label is the class
     packed = mx.recordio.pack(mx.recordio.IRHeader(0, [3.0, 1.0], 5, 0), b"xyz")
-    assert sm_common.unpack_ir_record(packed) == (3.0, b"xyz")
     assert recordio.unpack_ir_record(packed) == (3.0, b"xyz")
 
 
@@ -168,7 +166,7 @@ def test_shard_splits_round_robin_into_per_rank_channels(tmp_path, fmt):
         shard_dir = tmp_path / "shards" / f"train_{shard}"
         if fmt == "recordio":
             assert os.listdir(shard_dir) == [f"train_{shard}.rec"]  # one file per shard for Pipe mode
-        images, labels, _ = mnist.load_channel(str(shard_dir), f"train_{shard}", "train")
+        images, labels = mnist_files.read_directory(str(shard_dir), f"train_{shard}", "train")
         np.testing.assert_array_equal(labels, all_labels[shard::3])
         np.testing.assert_array_equal(images, all_images[shard::3])
 
@@ -219,7 +217,24 @@ def test_help_lists_subcommands():
     assert "mnist" in result.stdout and "shard" in result.stdout
 
 
-def test_truncated_recordio_is_an_error():
-    stream = io.BytesIO(struct.pack("<II", sm_common.RECORDIO_MAGIC, 100) + b"short")
-    with pytest.raises(sm_common.EntrypointError, match="truncated"):
-        list(sm_common.iter_recordio(stream, "x.rec"))
+def test_truncated_recordio_is_an_error_naming_the_source():
+    stream = io.BytesIO(struct.pack("<II", recordio.RECORDIO_MAGIC, 100) + b"short")
+    with pytest.raises(mnist_files.MnistFileError, match="truncated.*: x.rec"):
+        mnist_files.read_recordio(stream, "x.rec")
+
+
+def test_sharding_a_stock_mnist_dir_takes_the_channels_own_pair(tmp_path):
+    """A directory with both train-* and t10k-* pairs (the stock download): `shard --channel test` shards the
+    t10k pair only, as the mnist program reads it (the tool used to concatenate both pairs)."""
+    source = make_mnist(tmp_path / "src", 30, 10)
+    both = tmp_path / "both"
+    both.mkdir()
+    for channel in ("train", "test"):
+        for path in (source / channel).iterdir():
+            (both / path.name).write_bytes(path.read_bytes())
+    for channel, count in (("train", 30), ("test", 10)):
+        assert datatool.main(["shard", str(both), str(tmp_path / channel), "--shards", "2", "--channel", channel,
+                              "--format", "npz"]) == 0
+        counts = [len(np.load(tmp_path / channel / f"{channel}_{k}" / f"{channel}_{k}.npz")["labels"])
+                  for k in range(2)]
+        assert sum(counts) == count

@@ -1,11 +1,12 @@
-"""Fixtures for the entrypoint and data-tool tests (run on the host against the dev venv).
+"""Fixtures for the program tests (inside the image: `make image-tests`).
 
-Everything runs for real: the entrypoint as a subprocess (under mpirun for the multi-rank tests),
-data made by the data tool into temp dirs. Nothing is downloaded.
+Everything runs for real: the programs as subprocesses (under mpirun for the multi-rank tests), data made
+by the data tool into temp dirs. Nothing is downloaded.
 """
 
 import pytest
-from entrypoint_helpers import horovod_problem, make_mnist
+
+from programs.helpers import horovod_problem, make_mnist
 
 
 def pytest_configure(config):

@@ -1,0 +1,312 @@
+"""An R-CNN training run on one rank, from setup to the saved model, and `main`, which the faster_rcnn and
+mask_rcnn entrypoints call with their model.
+
+Epochs are counted from 0, in code and in the log lines (``epoch=0 iter=1 ...``), like GluonCV's scripts;
+``iter`` counts the iterations done in the current epoch (1-based).
+"""
+
+import os
+import time
+import warnings
+
+from sagemaker_mxnet_horovod.coco_categories import COCO_CLASS_NAMES
+
+from mxnet_programs import sagemaker_env as sm
+from mxnet_programs.files import atomic_save, atomic_write_json
+from mxnet_programs.metrics import format_metrics
+from mxnet_programs.process import ProgramError, run_main, warn
+from mxnet_programs.rcnn import cli, data, evaluation, inputs, pretrained
+from mxnet_programs.rcnn.schedule import learning_rate
+from mxnet_programs.rcnn.train_step import TrainStep
+from mxnet_programs.session import Session, start_position
+
+# Known, harmless noise of MXNet / GluonCV / pycocotools on this model family.
+IGNORED_WARNINGS = (r".*Recorded .* out of .* validation images", r"Constant parameter .* grad_req",
+                    r"Parameter .* is not used by any computation", r"Mean of empty slice",
+                    r"invalid value encountered in")
+
+
+class RcnnTraining:
+    def __init__(self, model, config, session, train, val, shard, pretrained_path):
+        self.model, self.config, self.session = model, config, session
+        self.train_data, self.val_data = train, val
+        self.shard = shard  # which part of the train images this rank trains on (channel_sharding.Shard)
+        self.pretrained_path = pretrained_path
+        mx = self.mx = session.mx
+        self.np = session.np
+        num_gpus = mx.context.num_gpus()
+        import gluoncv
+
+        self.gcv = gluoncv
+        # Horovod: one device per rank; one process without Horovod drives every device of its host.
+        if session.uses_horovod:
+            self.ctx = [mx.gpu(session.local_rank)] if num_gpus else [mx.cpu()]
+        else:
+            self.ctx = [mx.gpu(i) for i in range(num_gpus)] or [mx.cpu()]
+        self.per_rank_batch = config.batch_size * len(self.ctx)
+        self.global_batch = self.per_rank_batch * session.size
+        self.base_lr = config.lr * self.global_batch / cli.LR_REFERENCE_BATCH
+        gluoncv.utils.random.seed(config.seed)
+        self.amp = None
+        if config.amp:
+            from mxnet.contrib import amp
+
+            amp.init()
+            self.amp = amp
+        self.net_name = model.model_name(config.network, config.use_fpn)
+        self.net = self.build_net()
+        self.build_data()
+        optimizer_params = {"learning_rate": self.base_lr, "wd": config.wd, "momentum": config.momentum}
+        if config.amp:
+            optimizer_params["multi_precision"] = True
+        self.trainer = session.trainer(self.net.collect_train_params(), "sgd", optimizer_params,
+                                       kvstore=config.kv_store if len(self.ctx) > 1 else None)
+        if self.amp is not None:
+            self.amp.init_trainer(self.trainer)
+        self.train_step = TrainStep(mx, model, self.net, self.trainer, self.ctx, self.amp)
+        session.open_checkpoints(config.checkpoint_dir, self.net_name, config.keep_checkpoints)
+        self.best_map, self.best_epoch, self.history = -1.0, None, []
+        state, stem = session.resume(self.net, self.trainer, self.ctx) if config.resume else (None, None)
+        self.start_epoch, self.skip_batches = start_position(state)
+        if state is not None:
+            self.restore(state, stem)
+        session.broadcast_parameters(self.net.collect_params())
+        session.open_tensorboard(config.tensorboard_dir, config.tensorboard)
+
+    # ---- setup
+
+    def build_net(self):
+        config, model_zoo = self.config, self.gcv.model_zoo
+        try:
+            net = model_zoo.get_model(self.net_name, pretrained=False, pretrained_base=bool(config.pretrained_base),
+                                      per_device_batch_size=config.batch_size)
+        except ValueError:
+            if self.net_name not in model_zoo.get_model_list():
+                known = sorted(n for n in model_zoo.get_model_list()
+                               if n.startswith(self.model.family) and n.endswith("_coco"))
+                raise ProgramError(f"GluonCV has no model {self.net_name} (--network {config.network}, "
+                                   f"--use-fpn {config.use_fpn}); COCO models: {', '.join(known)}") from None
+            raise
+        # Validation cost on CPU is dominated by the number of proposals: make it a knob.
+        if config.rpn_test_post_nms != net._rpn_test_post_nms:
+            net._rpn_test_post_nms = config.rpn_test_post_nms
+            net.rpn._test_post_nms = config.rpn_test_post_nms
+            if hasattr(net, "_rcnn_max_dets"):
+                net._rcnn_max_dets = min(net._rcnn_max_dets, config.rpn_test_post_nms)
+        for param in net.collect_params().values():
+            if param._data is None:  # not loaded from the pretrained backbone
+                param.initialize()
+        net.collect_params().reset_ctx(self.ctx)
+        self.materialize(net)
+        net.collect_params().setattr("grad_req", "null")
+        net.collect_train_params().setattr("grad_req", "write")
+        for param in net.collect_params(".*bias").values():
+            param.wd_mult = 0.0
+        return net
+
+    def materialize(self, net):
+        """One tiny forward pass so that no parameter is left with a deferred shape: checkpoints,
+        broadcasts and saves then see every parameter. In training mode (without recording):
+        MKLDNN reorders convolution weights in place in inference mode, and Horovod cannot send
+        such arrays."""
+        mx = self.mx
+        ctx = self.ctx[0]
+        # 256 px: enough anchors for the RPN's training-time proposal count (2000)
+        x = mx.nd.zeros((1, 3, 256, 256), ctx=ctx)
+        gt_box = mx.nd.array([[[16, 16, 160, 160]]], ctx=ctx)
+        gt_label = mx.nd.zeros((1, 1, 1), ctx=ctx)
+        if self.config.batch_size > 1:
+            x, gt_box, gt_label = (mx.nd.repeat(a, self.config.batch_size, axis=0) for a in (x, gt_box, gt_label))
+        with mx.autograd.train_mode():
+            net(x, gt_box, gt_label)  # FPN variants return nested lists: wait for everything
+        mx.nd.waitall()
+
+    def build_data(self):
+        config, s = self.config, self.session
+        self.train_ds, self.val_ds = data.make_datasets(self.model, self.train_data, self.val_data, self.gcv.data)
+        if len(self.train_ds) == 0:
+            raise ProgramError(f"empty train set: no usable image in {self.train_data.annotation_file}")
+        self.steps = data.steps_per_epoch(len(self.train_ds), self.shard.count, self.per_rank_batch,
+                                          config.max_iterations_per_epoch)
+        if self.shard.per_host:
+            # Hosts hold parts of different sizes: every rank runs as many iterations as the smallest allows.
+            self.steps = min(s.allgather_object(self.steps, "rcnn.steps"))
+        if self.steps == 0:
+            ranks = f"{self.shard.count} ranks per host" if self.shard.per_host else f"{s.size} ranks"
+            raise ProgramError(
+                f"train set too small: {len(self.train_ds)} usable images (on some host, for a ShardedByS3Key channel) "
+                f"cannot give each of {ranks} a batch of {self.per_rank_batch} images "
+                f"({self.train_data.annotation_file})")
+        short = config.short
+        val_short = short[-1] if isinstance(short, tuple) else short
+        train_tf, self.train_batchify, self.val_tf, self.val_batchify = self.model.transforms(
+            self.net, short, val_short, config.max_size, config.use_fpn, len(self.ctx))
+        self.train_transformed = self.train_ds.transform(train_tf)
+        self.aspect_ratios = self.np.asarray(self.train_ds.get_im_aspect_ratio(), dtype=self.np.float64)
+
+    def train_loader(self, epoch, skip):
+        batches = data.epoch_batches(self.np, len(self.train_ds), self.aspect_ratios, self.config.seed, epoch,
+                                     self.shard.index, self.shard.count, self.per_rank_batch, self.steps)
+        return self.mx.gluon.data.DataLoader(self.train_transformed, batch_sampler=data.ListBatchSampler(batches[skip:]),
+                                             batchify_fn=self.train_batchify, num_workers=self.config.num_workers)
+
+    def restore(self, state, stem):
+        s = self.session
+        self.best_map = float(state.get("best_map", -1.0))
+        self.best_epoch = state.get("best_epoch")
+        self.history = list(state.get("history", []))
+        if state.get("world_size") != s.size or state.get("per_rank_batch") != self.per_rank_batch:
+            warn(self.model.prog, f"checkpoint was written with {state.get('world_size')} ranks x "
+                                  f"{state.get('per_rank_batch')} images; now {s.size} x {self.per_rank_batch}: "
+                                  "the epoch position is approximate")
+        at = f"epoch {self.start_epoch}" + (f" iteration {self.skip_batches}" if self.skip_batches else "")
+        s.log(f"{self.model.prog}: resumed from checkpoint {stem}.params at {at}")
+
+    # ---- the run
+
+    def run(self):
+        config, model, s = self.config, self.model, self.session
+        s.log(f"{model.prog}: model={self.net_name} world_size={s.size} devices_per_rank={len(self.ctx)} "
+              f"context={self.ctx[0]} batch_per_device={config.batch_size} global_batch={self.global_batch} "
+              f"base_lr={config.lr:g}/{cli.LR_REFERENCE_BATCH}img effective_lr={self.base_lr:g} "
+              f"train_images={len(self.train_ds)} iterations_per_epoch={self.steps} "
+              f"val_images={len(self.val_ds) if self.val_ds is not None else 0} short={config.short} "
+              f"max_size={config.max_size} pretrained_base={self.pretrained_path or False}")
+        s.log(self.train_data.describe())
+        s.log(f"{model.prog}: {self.shard.describe()}")
+        if self.val_data is not None:
+            s.log(self.val_data.describe())
+        else:
+            s.log(f"{model.prog}: no validation data (no val channel, no val* split next to the train split)")
+        last_epoch = config.epochs - 1
+        for epoch in range(self.start_epoch, config.epochs):
+            skip = self.skip_batches if epoch == self.start_epoch else 0
+            stopped_at, stop_now = self.train_epoch(epoch, skip)
+            if stopped_at is not None:
+                self.save_checkpoint(epoch + 1, batch=stopped_at)
+                s.finish_stopped()
+            record = {"epoch": epoch}
+            # A stop requested during the epoch's last iteration skips validation: SageMaker allows
+            # about two minutes between SIGTERM and SIGKILL.
+            if not stop_now and self.val_ds is not None and \
+                    ((epoch + 1) % config.val_interval == 0 or epoch == last_epoch):
+                record.update(evaluation.validate(s, model, self.net, self.val_ds, self.val_tf, self.val_batchify,
+                                                  self.ctx, config, epoch))
+                stop_now = s.agree_stop("rcnn.stop.val")
+            self.history.append(record)
+            if record.get(model.main_metric) is not None and record[model.main_metric] > self.best_map:
+                self.best_map, self.best_epoch = record[model.main_metric], epoch
+                self.save_model("best")
+            if epoch == last_epoch or stop_now or (config.save_interval and (epoch + 1) % config.save_interval == 0):
+                self.save_checkpoint(epoch + 1)
+            if stop_now and epoch < last_epoch:
+                s.finish_stopped()
+        self.save_model("final")
+        s.log(f"{model.prog}: done; model in {config.model_dir}")
+        s.close()
+
+    def train_epoch(self, epoch, skip):
+        """One epoch from iteration `skip`. Returns (iterations done at an agreed mid-epoch stop or None,
+        whether a stop was agreed at the epoch's end)."""
+        config, model, s = self.config, self.model, self.session
+        if config.hybridize:
+            self.net.hybridize(static_alloc=False)  # (re)build the training graph
+        vote = s.stop_vote("rcnn.stop")
+        sums = [0.0] * len(model.loss_names)
+        count = 0
+        epoch_loss, epoch_count = 0.0, 0
+        epoch_start = interval_start = time.time()
+        iteration = skip
+        for batch in self.train_loader(epoch, skip):
+            lr = learning_rate(self.base_lr, epoch, iteration, self.steps, config.lr_decay_epoch, config.lr_decay,
+                               config.lr_warmup, config.lr_warmup_factor)
+            self.trainer.set_learning_rate(lr)
+            values = self.train_step(batch, self.per_rank_batch, f"epoch {epoch} iteration {iteration + 1}")
+            sums = [a + v for a, v in zip(sums, values)]
+            count += 1
+            iteration += 1
+            epoch_loss += sum(values)
+            epoch_count += 1
+            if (config.log_interval and iteration % config.log_interval == 0) or iteration == self.steps:
+                self.log_iterations(epoch, iteration, lr, [a / count for a in sums], count, interval_start)
+                sums, count, interval_start = [0.0] * len(sums), 0, time.time()
+            if vote.after_step() and iteration < self.steps:
+                return iteration, True
+        seconds = time.time() - epoch_start
+        if epoch_count:
+            loss, rate = s.mean_over_ranks([epoch_loss / epoch_count, epoch_count / max(seconds, 1e-9)], "rcnn.epoch")
+            s.log(format_metrics([("epoch", epoch), ("train_loss", float(loss)),
+                                  ("samples_per_sec", f"{rate * self.global_batch:.3f}"),
+                                  ("epoch_sec", float(seconds))]))
+        return None, vote.final()
+
+    def log_iterations(self, epoch, iteration, lr, means, count, interval_start):
+        s, names = self.session, self.model.loss_names
+        means = s.mean_over_ranks(means, "rcnn.log")
+        rate = count * self.global_batch / max(time.time() - interval_start, 1e-9)
+        pairs = [("epoch", epoch), ("iter", iteration), ("loss", float(sum(means)))]
+        pairs += [(name, float(v)) for name, v in zip(names, means)]
+        pairs += [("lr", f"{lr:.6g}"), ("samples_per_sec", f"{rate:.3f}")]
+        s.log(format_metrics(pairs))
+        scalars = {"train/loss": float(sum(means)), "train/lr": lr, "train/samples_per_sec": rate}
+        scalars.update({f"train/{n}": float(v) for n, v in zip(names, means)})
+        s.tb.scalars(epoch * self.steps + iteration, scalars)
+
+    # ---- outputs
+
+    def save_checkpoint(self, epochs_done, batch=None):
+        state = {"net": self.net_name, "per_rank_batch": self.per_rank_batch, "steps_per_epoch": self.steps,
+                 "best_map": self.best_map, "best_epoch": self.best_epoch, "history": self.history}
+        self.session.save_checkpoint(self.net, self.trainer, epochs_done, state, batch=batch)
+
+    def save_model(self, tag):
+        """Rank 0: <model>-<tag>.params (atomic) and model.json describing how to load it."""
+        s, config = self.session, self.config
+        if s.rank != 0:
+            return
+        path = os.path.join(config.model_dir, f"{self.net_name}-{tag}.params")
+        atomic_save(path, self.net.save_parameters)
+        info = {
+            "model": self.net_name,
+            "load": f"gluoncv.model_zoo.get_model('{self.net_name}', pretrained=False, pretrained_base=False)"
+                    f".load_parameters('{os.path.basename(path)}')",
+            "classes": COCO_CLASS_NAMES, "short": config.short, "max_size": config.max_size,
+            "best_map": self.best_map if self.best_epoch is not None else None, "best_epoch": self.best_epoch,
+            "main_metric": self.model.main_metric, "epochs": config.epochs, "world_size": s.size,
+            "global_batch": self.global_batch, "effective_lr": self.base_lr, "history": self.history,
+            "files": sorted(n for n in os.listdir(config.model_dir) if n.endswith(".params")),
+        }
+        atomic_write_json(os.path.join(config.model_dir, "model.json"), info)
+        s.log(f"{self.model.prog}: saved {path}")
+
+
+def prepare_mxnet(config, env):
+    """Checks that need MXNet but no collective, run before Horovod starts: AMP needs a GPU; the backbone
+    weights are in place (local rank 0 of each host downloads them, the others wait). Returns their path."""
+    import mxnet as mx
+
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    for message in IGNORED_WARNINGS:
+        warnings.filterwarnings("ignore", message=message)
+    if config.amp and mx.context.num_gpus() == 0:
+        raise ProgramError("amp needs a GPU (mxnet.contrib.amp mixed precision): MXNet sees no GPU here; pass "
+                           "--amp false for CPU training")
+    if not config.pretrained_base:
+        return None
+    return pretrained.ensure_pretrained_base(config.network, config.pretrained_dir, config.download_pretrained, env)
+
+
+def main(model, argv=None):
+    def train(stop):
+        config = cli.parse_config(model, argv)
+        env = sm.dist_env()
+        cli.check_distribution(config.horovod, env)
+        # Everything up to the Session is local: a bad input fails on every rank before MPI is initialised.
+        train_data, val_data = inputs.load_inputs(model, config)
+        shard = inputs.train_shard(config, env, val_data, sm.input_data_config())
+        sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
+        pretrained_path = prepare_mxnet(config, env)
+        session = Session(model.prog, env, stop, use_horovod=config.horovod)
+        RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
+
+    run_main(model.prog, train)

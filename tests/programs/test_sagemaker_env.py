@@ -1,0 +1,85 @@
+"""sagemaker_env: rank layout, paths and channels from the environment (stdlib only)."""
+
+import json
+
+import pytest
+from mxnet_programs import sagemaker_env as sm
+from mxnet_programs.process import ProgramError
+
+
+def test_dist_env_reads_openmpi_horovodrun_and_defaults():
+    env = sm.dist_env({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "8",
+                        "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"})
+    assert (env.rank, env.size, env.local_rank, env.local_size) == (3, 8, 1, 2)
+    env = sm.dist_env({"HOROVOD_RANK": "1", "HOROVOD_SIZE": "2"})
+    assert (env.rank, env.size) == (1, 2)
+    env = sm.dist_env({})
+    assert (env.rank, env.size, env.local_rank, env.local_size) == (0, 1, 0, 1)
+
+
+def test_limit_cpu_threads_splits_cores_unless_user_set():
+    env = {}
+    threads = sm.limit_cpu_threads(2, env)
+    assert env["OMP_NUM_THREADS"] == str(threads) and threads >= 1
+    env = {"OMP_NUM_THREADS": "7"}
+    assert sm.limit_cpu_threads(2, env) is None and env["OMP_NUM_THREADS"] == "7"
+    assert sm.limit_cpu_threads(1, {}) is None
+
+
+def test_paths_flag_then_env_then_default(tmp_path):
+    env = {"SM_MODEL_DIR": "/env/model", "SM_CHANNEL_TRAIN": "/env/train", "SM_INPUT_DIR": str(tmp_path)}
+    assert sm.resolve_path("/flag", "SM_MODEL_DIR", "/default", env) == "/flag"
+    assert sm.resolve_path(None, "SM_MODEL_DIR", "/default", env) == "/env/model"
+    assert sm.resolve_path(None, "SM_NOPE", "/default", env) == "/default"
+    assert sm.channel_dir("train", environ=env) == "/env/train"
+    assert sm.channel_dir("test", environ=env) == str(tmp_path / "data" / "test")
+    assert sm.channel_dir("train_1", environ=dict(env, SM_CHANNEL_TRAIN_1="/t1")) == "/t1"
+
+
+def test_input_data_config_from_env_or_file(tmp_path):
+    assert sm.input_data_config({"SM_INPUT_DIR": str(tmp_path)}) == {}
+    (tmp_path / "config").mkdir()
+    file_mode = {"train": {"TrainingInputMode": "File"}}
+    (tmp_path / "config" / "inputdataconfig.json").write_text(json.dumps(file_mode))
+    assert sm.input_data_config({"SM_INPUT_DIR": str(tmp_path)}) == file_mode
+    config = {"train_0": {"TrainingInputMode": "Pipe"}}
+    assert sm.input_data_config({"SM_INPUT_DATA_CONFIG": json.dumps(config)}) == config
+    with pytest.raises(ProgramError, match="must be a JSON object"):
+        sm.input_data_config({"SM_INPUT_DATA_CONFIG": "[1]"})
+
+
+def pipe(*names):
+    return {name: {"TrainingInputMode": "Pipe"} for name in names}
+
+
+def test_per_rank_pipe_channels():
+    assert sm.per_rank_pipe_channels({"train": {"TrainingInputMode": "File"}}, "train", 2) is None
+    assert sm.per_rank_pipe_channels({}, "train", 2) is None
+    assert sm.per_rank_pipe_channels(pipe("train"), "train", 1) == ["train"]
+    three = pipe("train_0", "train_1", "train_2")
+    assert sm.per_rank_pipe_channels(three, "train", 2) == ["train_0", "train_1"]
+    with pytest.raises(ProgramError) as error:
+        sm.per_rank_pipe_channels(pipe("train_0", "train_1"), "train", 4)
+    assert str(error.value) == "Pipe mode needs one channel per rank: have train_0..train_1, need 4"
+    with pytest.raises(ProgramError) as error:
+        sm.per_rank_pipe_channels(pipe("train"), "train", 2)
+    assert str(error.value) == "Pipe mode needs one channel per rank: have none, need 2"
+
+
+def test_output_dirs_ignore_an_s3_model_dir(capsys):
+    env = {"SM_MODEL_DIR": "/env/model", "SM_CHECKPOINT_DIR": "/env/ckpt"}
+    assert sm.output_dirs("x", "s3://bucket/model", None, env) == ("/env/model", "/env/ckpt")
+    assert "x: warning: ignoring --model-dir s3://bucket/model" in capsys.readouterr().err
+    assert sm.output_dirs("x", "/m", "/c", env) == ("/m", "/c")
+    assert sm.output_dirs("x", None, None, {}) == (sm.SM_MODEL_DIR_DEFAULT, sm.SM_CHECKPOINT_DIR_DEFAULT)
+
+
+def test_job_hosts_from_sm_hosts_or_the_distribution_groups():
+    assert sm.job_hosts({}) == []
+    assert sm.job_hosts({"SM_HOSTS": '["algo-1", "algo-2"]'}) == ["algo-1", "algo-2"]
+    groups = {"SM_HOSTS": '["algo-1", "algo-2", "algo-3"]',
+              "SM_TRAINING_ENV": '{"distribution_hosts": ["algo-1", "algo-2"]}'}
+    assert sm.job_hosts(dict(groups, SM_CURRENT_HOST="algo-2")) == ["algo-1", "algo-2"]
+    assert sm.job_hosts(dict(groups, SM_CURRENT_HOST="algo-3")) == ["algo-3"]
+    with pytest.raises(ProgramError, match="SM_HOSTS must be a JSON list"):
+        sm.job_hosts({"SM_HOSTS": '"algo-1"'})
