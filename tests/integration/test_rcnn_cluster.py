@@ -6,7 +6,7 @@ import pytest
 from cluster_jobs import DOCKER
 from local_job import Channel, JobSpec, run_job
 
-# Smallest settings that still run the whole model (see tests/rcnn/rcnn_helpers.py).
+# Smallest settings that still run the whole model (see tests/programs/rcnn/helpers.py).
 TINY = {"pretrained-base": "false", "short": "256", "max-size": "320", "num-workers": "0",
         "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1", "epochs": "1",
         "max-iterations-per-epoch": "2"}

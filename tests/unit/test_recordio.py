@@ -1,5 +1,5 @@
 """recordio: the framing round-trips, including payloads holding the magic word (checked against MXNet's own
-reader and writer in tests/entrypoints/test_datatool.py, inside the image)."""
+reader and writer in tests/programs/test_datatool.py, inside the image)."""
 
 import io
 import struct

@@ -11,6 +11,7 @@ import os
 from mxnet_programs import hyperparameters as hp
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.process import ProgramError
+from mxnet_programs.rcnn.launch import SINGLE_PROCESS_WHEN_FALSE
 
 LR_REFERENCE_BATCH = 8  # --lr is the learning rate for this many images per iteration (global)
 # AWS's R-CNN Horovod walkthrough passes one channel, `data`, holding COCO 2017 as COCO ships it.
@@ -141,17 +142,19 @@ def train_source(flag_dir, environ=None):
 
 
 def check_distribution(horovod, env, environ=None):
-    """--horovod false runs one process on one host: refused for a multi-host job or several ranks, before
-    anything is loaded."""
+    """--horovod false runs one process on one host (the rule is declared once, in launch.py, where the launcher
+    applies it before any rank starts). This is the program's own check of it, for a program started some other
+    way (a user's own mpirun): refused for a multi-host job or several ranks, before anything is loaded."""
     if horovod:
         return
+    what = SINGLE_PROCESS_WHEN_FALSE["horovod"]
     hosts = sm.job_hosts(environ)
     if len(hosts) > 1:
         raise ProgramError(
-            f"--horovod false runs one process on one host, but this job spans {len(hosts)} hosts "
+            f"--horovod false runs {what}, on one host, but this job spans {len(hosts)} hosts "
             f"({', '.join(hosts)}): use --horovod true for multi-host training or a single instance")
     if env.size > 1:
-        raise ProgramError(f"--horovod false runs one process over all devices, but {env.size} ranks were launched")
+        raise ProgramError(f"--horovod false runs {what}, but {env.size} ranks were launched")
 
 
 def parse_config(model, argv=None, environ=None):
