@@ -43,7 +43,9 @@ printf '!<arch>\n' > /opt/cuda/lib64/libcudadevrt.a
 
 /opt/cuda/bin/cuobjdump --list-elf "$mx" | sed -n 's/.*\.sm_\([0-9]*\)\.cubin$/\1/p' | sort -nu \
   | paste -sd' ' > /tmp/build/sass-archs
-if /opt/cuda/bin/cuobjdump --list-ptx "$mx" 2>&1 | grep -q '^PTX file'; then
+# Captured first: grep -q ending a pipe early would make cuobjdump fail with SIGPIPE under pipefail.
+ptx=$(/opt/cuda/bin/cuobjdump --list-ptx "$mx" 2>&1 || true)
+if grep -q '^PTX file' <<<"$ptx"; then
   echo "libmxnet.so carries PTX; SMMH_CUDA_ARCHS and the launcher assume SASS only" >&2
   exit 1
 fi
