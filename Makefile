@@ -55,6 +55,8 @@ GPU_STUB_TEST_TAG := $(IMAGE_REPO)-test:gpu-stub-driver
 GPU_SIZE_LIMIT_MIB ?= 3500
 VCS_REF := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LINT_DIRS := $(wildcard container entrypoints examples tests docker)
+# Every shell script: the Dockerfile's RUN bodies in docker/, the scripts, CI's entry point.
+SHELL_SCRIPTS := $(sort $(shell find docker -name '*.sh')) $(wildcard scripts/*.sh) .ci/run
 
 comma := ,
 build_args = --build-arg BASE_IMAGE=$(BASE_IMAGE) \
@@ -130,10 +132,11 @@ structure-test-gpu: tools ## Run tests/structure/{gpu,supply-chain}.yaml on $(IM
 	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
 	$(call structure_test,gpu-stub-driver,$(GPU_STUB_TEST_TAG),--config tests/structure/common.yaml)
 
-lint: tools ## ruff on the Python code, hadolint on the Dockerfile
+lint: tools ## ruff on the Python code, hadolint on the Dockerfiles, shellcheck on the shell scripts
 	@status=0; \
 	echo "ruff check $(LINT_DIRS)"; $(VENV)/bin/ruff check $(LINT_DIRS) || status=1; \
 	echo "hadolint $(DOCKERFILE) tests/image/Dockerfile"; $(VENV)/bin/hadolint --config .hadolint.yaml $(DOCKERFILE) tests/image/Dockerfile || status=1; \
+	echo "shellcheck $(SHELL_SCRIPTS)"; $(VENV)/bin/shellcheck $(SHELL_SCRIPTS) || status=1; \
 	exit $$status
 
 size: ## Print the size of every $(IMAGE_REPO) tag (cpu, gpu) in MiB; fail if gpu is over GPU_SIZE_LIMIT_MIB

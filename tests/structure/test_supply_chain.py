@@ -190,5 +190,20 @@ def stage_instructions(stage: str) -> list[str]:
 def test_sbom_is_written_by_the_last_filesystem_change_of_each_final_stage(stage):
     # Anything that changes the filesystem after the SBOM step would be missing from the image's SBOM.
     changes = [line for line in stage_instructions(stage) if line.split()[0] in ("RUN", "COPY", "ADD")]
-    assert "/mnt/syft scan dir:/" in changes[-1], f"{stage}: the SBOM RUN must come last, not {changes[-1][:80]}"
-    assert "from=sbom-kit" in changes[-1] and "license_report.py" in changes[-1]
+    assert "from=finish-kit,target=/mnt" in changes[-1], f"{stage}: the SBOM RUN must come last, not {changes[-1][:80]}"
+    assert changes[-1].endswith(f"/mnt/finish-image.sh {stage}")
+    kit = stage_instructions("finish-kit")
+    assert any("docker/sbom/license_report.py" in line for line in kit)
+    assert any("--from=sbom-tools /kit/syft /syft" in line for line in kit)
+
+
+def test_finish_script_writes_the_sbom_after_every_other_change():
+    text = re.sub(r"\\\n", " ", (ROOT / "docker/finish-image.sh").read_text())
+    commands = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    scan = next(i for i, line in enumerate(commands) if '"$kit/syft" scan dir:/' in line)
+    assert any("pip install" in line for line in commands[:scan])
+    after = commands[scan + 1:]
+    assert any('"$kit/license_report.py"' in line for line in after)
+    # Only the report and read-only checks follow the scan.
+    for line in after:
+        assert line.startswith(("python \"$kit/license_report.py\"", "grep -q ")), line

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# usage: finish-image.sh cpu|gpu   (the last RUN of the cpu and gpu stages of docker/Dockerfile, with the
+# finish-kit stage, which holds this script, bind-mounted read-write: writes to it are discarded)
+#
+# The part of the image both flavors share, after /opt/venv and /opt/entrypoints are in place:
+#  1. The launcher (container/, stdlib-only) into /opt/venv: no index and no build isolation are needed,
+#     setuptools is already in the venv. Installed from the bind-mounted kit, so no source tree or build
+#     directory ends up in a layer.
+#  2. Smoke check: pip check, `train` on PATH, the launcher imports.
+#  3. The image's own SBOM (CycloneDX JSON: Debian and Python packages) and license report in
+#     /usr/share/sbom (`make sbom` copies them out; docs/supply-chain.md). Last, so they describe the
+#     final filesystem: nothing may change it after this script. Offline: syft reads the dpkg database,
+#     the Python packages' metadata and /usr/share/doc/*/copyright; its cache goes to /tmp, a tmpfs
+#     mount in this RUN.
+set -euo pipefail
+
+flavor=${1:?usage: finish-image.sh cpu|gpu}
+kit=$(dirname "$0")
+case $flavor in
+  cpu) mxnet="mxnet" ;;
+  gpu) mxnet="mxnet-cu110" ;;
+  *) echo "finish-image.sh: unknown flavor '$flavor' (cpu or gpu)" >&2; exit 2 ;;
+esac
+
+PIP_DISABLE_PIP_VERSION_CHECK=1 pip install --no-cache-dir --no-deps --no-build-isolation --no-index \
+  "$kit/launcher"
+pip check
+command -v train
+python -c "import sagemaker_mxnet_horovod"
+
+sbom=/usr/share/sbom
+install -d -m 0755 "$sbom"
+SYFT_CHECK_FOR_APP_UPDATE=false SYFT_CACHE_DIR=/tmp/syft XDG_CACHE_HOME=/tmp \
+  "$kit/syft" scan dir:/ --quiet --source-name "sagemaker-mxnet-horovod-$flavor" \
+    --exclude './proc/**' --exclude './sys/**' --exclude './dev/**' --exclude './mnt/**' --exclude './tmp/**' \
+    --output "cyclonedx-json=$sbom/sbom.cdx.json"
+python "$kit/license_report.py" "$sbom/sbom.cdx.json" --root / --flavor "$flavor" > "$sbom/licenses.md"
+grep -q "\"purl\": *\"pkg:pypi/$mxnet@" "$sbom/sbom.cdx.json"
