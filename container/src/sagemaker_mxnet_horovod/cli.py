@@ -37,6 +37,7 @@ from sagemaker_mxnet_horovod.plan import (
     make_plan,
     rank_environment,
 )
+from sagemaker_mxnet_horovod.programs import Program
 
 EXIT_CONFIG = 2  # the job's configuration is wrong; nothing ran
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
@@ -70,23 +71,28 @@ def _raise_stop(signum, _frame):
     raise StopRequested(signal.Signals(signum).name)
 
 
-def fetch_user_code(plan: Plan) -> None:
-    """The user's script: reuse the toolkit's download/extract (S3 or local) and requirements install."""
+def fetch_user_code(program: Program) -> None:
+    """The user's code into the code directory: reuse the toolkit's download/extract (S3 or local)."""
     # The toolkit is imported only when there is work for it: it pulls in boto3 (~0.2 s of every start).
-    program = plan.program
-    code_dir = Path(program.code_dir)
     if program.submit_directory != program.code_dir:
         from sagemaker_training import files
 
-        files.download_and_extract(program.submit_directory, str(code_dir))
-    package = is_python_package(code_dir)
+        files.download_and_extract(program.submit_directory, program.code_dir)
+
+
+def install_user_code(plan: Plan) -> None:
+    """As the toolkit, for the entry point's kind (decided on the fetched code): a package is pip-installed with
+    its requirements.txt, a script gets its requirements.txt, a command is made executable."""
+    program = plan.program
+    code_dir = Path(program.code_dir)
+    package = program.kind == "package"
     if package or (code_dir / "requirements.txt").exists():
         from sagemaker_training import modules
 
         # The toolkit's pip runs with this process's environment: give it the plan's pip settings (the
         # warm pool's cache directory, see env_rules.warm_pool_cache).
         os.environ.update({name: value for name, value in plan.env.items() if name.startswith("PIP_")})
-        if package:  # as the toolkit: `pip install . [-r requirements.txt]`, then the ranks run it as a module
+        if package:  # `pip install . [-r requirements.txt]`; the ranks run it as a module
             log(f"installing the Python package in {code_dir}")
             modules.install(str(code_dir), capture_error=True)
         else:
@@ -269,10 +275,11 @@ def main(argv=None) -> int:
         for directory in (paths.model_dir, paths.output_data_dir, paths.code_dir, Path(plan.run_dir)):
             directory.mkdir(parents=True, exist_ok=True)
         if not plan.program.builtin:
-            fetch_user_code(plan)
+            fetch_user_code(plan.program)
             if (plan.program.kind == "package") != is_python_package(config.paths.code_dir):
                 plan = plan_job(config, facts, env)  # the fetched code has (or lacks) a setup.py: run it so
                 log(f"entry point: {' '.join(plan.program.argv)}")
+            install_user_code(plan)
         if plan.use_mpi:
             rank_env_file = Path(plan.run_dir) / "rank-env.json"
             rank_env_file.touch(mode=0o600)  # the container's environment may hold credentials

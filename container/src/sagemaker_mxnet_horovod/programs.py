@@ -123,7 +123,7 @@ def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str,
         argv = (python, script, *args)
     else:
         # As the toolkit: through sh from the code directory (each rank's working directory), so the file's own
-        # #! line picks its interpreter, and a file without one runs with sh. fetch_user_code makes it executable.
+        # #! line picks its interpreter, and a file without one runs with sh. install_user_code makes it executable.
         argv = ("/bin/sh", "-c", './"$0" "$@"', name, *args)
     return Program(name=name, argv=argv, builtin=False, submit_directory=settings.submit_directory,
                    code_dir=code_dir, kind=kind)
