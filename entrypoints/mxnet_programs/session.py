@@ -102,11 +102,12 @@ class Session:
         if self.distributed:
             self.hvd.broadcast_parameters(params, root_rank=0)
 
-    def trainer(self, params, optimizer, optimizer_params, kvstore=None):
+    def trainer(self, params, optimizer, optimizer_params, kvstore=None, gradient_groups=0):
         """Horovod's DistributedTrainer (gradients averaged over ranks), else a Gluon Trainer: with
-        `kvstore` ("device" or "local") when one process drives several devices."""
+        `kvstore` ("device" or "local") when one process drives several devices. `gradient_groups`: Horovod's
+        num_groups (0: one allreduce per parameter, each started as soon as its gradient is ready)."""
         if self.uses_horovod:
-            return self.hvd.DistributedTrainer(params, optimizer, optimizer_params)
+            return self.hvd.DistributedTrainer(params, optimizer, optimizer_params, num_groups=gradient_groups)
         return self.mx.gluon.Trainer(params, optimizer, optimizer_params, kvstore=kvstore,
                                      update_on_kvstore=False if kvstore else None)
 
