@@ -222,13 +222,13 @@ fault-report: ## The fault scenarios under this launcher and the sagemaker-train
 	DOCKER=$(DOCKER) PYTHONPATH=scripts $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
 
 CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
-image-tests: ## Run tests/programs and tests/toolkit inside the CPU image (its MXNet, Horovod, mpirun, sagemaker-training)
+image-tests: ## Run tests/programs, tests/toolkit and tests/image inside the CPU image (its MXNet, Horovod, mpirun, sagemaker-training)
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "image-tests: no image $(CPU_TAG); run make build first" >&2; exit 1; }
 	$(DOCKER) build -q -f tests/image/Dockerfile --build-arg IMAGE=$(CPU_TAG) -t $(CPU_TEST_TAG) \
 	  $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE)) tests/image
 	$(DOCKER) run --rm -v $(CURDIR):/src:ro -w /src -e TESTS_MUST_NOT_SKIP=1 $(CPU_TEST_TAG) \
-	  python -m pytest -p no:cacheprovider tests/programs tests/toolkit
+	  python -m pytest -p no:cacheprovider tests/programs tests/toolkit tests/image
 
 # SageMaker Python SDK v2 and v3, each in its own venv (pinned in tests/sdk/requirements-v*.txt; a changed
 # file rebuilds its venv). Cold, 2 cores: about 40 s for v2, 2 min for v3 (it pulls in mlflow, pandas, pyarrow).

@@ -10,8 +10,10 @@ a change in the machine's load hits every count. Every run prints the load avera
 Prints, per host count: median overhead of each launcher, the ratio, overhead per host, growth relative to the
 smallest count (linear growth would equal the host ratio), and this launcher's overhead by phase.
 
-  python3 benchmarks/launcher_scale.py [--image sagemaker-mxnet-horovod:cpu] [--hosts 2 4 8 16]
-      [--toolkit-hosts 2 4 8] [--repeat 2]
+  python3 benchmarks/launcher_scale.py [--image sagemaker-mxnet-horovod:cpu [OTHER_IMAGE ...]]
+      [--hosts 2 4 8 16] [--toolkit-hosts 2 4 8] [--repeat 2]
+
+With several images (before and after a change), they alternate within each round, job by job.
 """
 
 from __future__ import annotations
@@ -49,21 +51,63 @@ def run_once(image: str, launcher: str, hosts: int, workdir: Path, ssh_dir: Path
     if result.timed_out or any(code != 0 for code in result.exit_codes):
         raise RuntimeError(f"{launcher} job on {hosts} hosts failed:\n" + result.describe()[-6000:])
     program = program_seconds(result, ranks=hosts)
-    return result.container_seconds - program, program, phases(result) if launcher == "ours" else None
+    return result.container_seconds - program, program, phases(result) if launcher == "ours" else None, starts(result)
+
+
+def starts(result) -> tuple[float, float]:
+    """How docker started the containers (all asked for at once): (first start -> the master's start, first
+    start -> last start), by docker's clock. The first phase below includes the former."""
+    started = [h.started_at for h in result.hosts]
+    return result.master.started_at - min(started), max(started) - min(started)
+
+
+def cells(values) -> str:
+    return "".join(f"{v:7.2f}" if v is not None else f"{'-':>7s}" for v in values)
+
+
+def summary(image: str, hosts_list: list, overhead: dict, breakdown: dict, start_spread: dict) -> None:
+    """One image's tables: this launcher's phases, then both launchers' overhead by host count."""
+    def median(launcher, hosts):
+        runs = overhead.get((image, launcher, hosts))
+        return statistics.median(runs) if runs else None
+
+    print(f"\n{image}: this launcher's overhead in containers, by phase (median seconds):")
+    print(f"  {'phase':62s}" + "".join(f"{h:>7d}" for h in hosts_list))
+    for i, phase in enumerate(PHASES):
+        print(f"  {phase:62s}" + cells(statistics.median(b[i] for b in breakdown[image, h])
+                                       if breakdown.get((image, h)) else None for h in hosts_list))
+    for i, what in enumerate(("  (in the first: first container start -> the master's)",
+                              "containers start, first -> last")):
+        print(f"  {what:62s}" + cells(statistics.median(s[i] for s in start_spread[image, h])
+                                      if start_spread.get((image, h)) else None for h in hosts_list))
+    base = hosts_list[0]
+    print(f"{'hosts':>5s} {'this launcher (s)':>18s} {'per host (s)':>13s} {f'growth vs {base}':>13s} "
+          f"{'toolkit (s)':>12s} {'toolkit / this':>15s}")
+    for hosts in hosts_list:
+        ours, toolkit = median("ours", hosts), median("toolkit", hosts)
+        growth = ours / median("ours", base) if ours is not None and median("ours", base) else None
+        print(f"{hosts:5d} " + (f"{ours:18.2f} {ours / hosts:13.3f} " if ours is not None else f"{'-':>18s} {'-':>13s} ")
+              + (f"{growth:6.2f}x (n {hosts / base:4.1f}x)" if growth is not None else f"{'-':>13s}") + " "
+              + (f"{toolkit:12.1f}" if toolkit is not None else f"{'-':>12s}") + " "
+              + (f"{toolkit / ours:14.1f}x" if toolkit is not None and ours else f"{'-':>15s}"))
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
+    parser.add_argument("--image", nargs="+", default=["sagemaker-mxnet-horovod:cpu"],
+                        help="one image, or several to compare: they alternate within each round")
     parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8, 16])
     parser.add_argument("--toolkit-hosts", type=int, nargs="*", default=[2, 4, 8],
                         help="counts to run the toolkit at (its overhead is ~35 s of fixed sleeps per job)")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
 
-    overhead: dict = {}  # (launcher, hosts) -> [seconds]
-    breakdown: dict = {}  # hosts -> [phases]
+    overhead: dict = {}  # (image, launcher, hosts) -> [seconds]
+    program_time: dict = {}  # (image, launcher, hosts) -> [the program's own seconds: rank start and import in it]
+    breakdown: dict = {}  # (image, hosts) -> [phases]
+    start_spread: dict = {}  # (image, hosts) -> [(first start -> master start, first -> last start)] (ours)
     failures = []
+    print(f"load average at the start: {load()} (1/5/15 min); {os.cpu_count()} cores", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         ssh_dir = make_ssh_dir(Path(tmp) / "ssh")
         for round_ in range(args.repeat):
@@ -71,43 +115,41 @@ def main() -> int:
                 for launcher in ("ours", "toolkit"):
                     if launcher == "toolkit" and hosts not in args.toolkit_hosts:
                         continue
-                    before = load()
-                    try:
-                        seconds, program, split = run_once(args.image, launcher, hosts,
-                                                           Path(tmp) / f"{launcher}-{hosts}-{round_}", ssh_dir)
-                    except RuntimeError as error:
-                        failures.append(str(error))
-                        print(f"round {round_ + 1} {launcher:7s} {hosts:2d} hosts: FAILED (load {before})\n{error}",
-                              flush=True)
+                    for n, image in enumerate(args.image):
+                        before = load()
+                        what = f"round {round_ + 1} {image} {launcher:7s} {hosts:2d} hosts"
+                        try:
+                            seconds, program, split, spread = run_once(
+                                image, launcher, hosts, Path(tmp) / f"{n}-{launcher}-{hosts}-{round_}", ssh_dir)
+                        except RuntimeError as error:
+                            failures.append(str(error))
+                            print(f"{what}: FAILED (load {before})\n{error}", flush=True)
+                            continue
+                        overhead.setdefault((image, launcher, hosts), []).append(seconds)
+                        program_time.setdefault((image, launcher, hosts), []).append(program)
+                        if split:
+                            breakdown.setdefault((image, hosts), []).append(split)
+                            start_spread.setdefault((image, hosts), []).append(spread)
+                        print(f"{what}: overhead {seconds:6.2f} s, program {program:5.1f} s (load before {before}, "
+                              f"after {load()})" + (f"; phases {' '.join(f'{x:.2f}' for x in split)}" if split else "")
+                              + f"; containers started over {spread[1]:.2f} s, the master {spread[0]:.2f} s after "
+                              "the first", flush=True)
+
+    for image in args.image:
+        summary(image, args.hosts, overhead, breakdown, start_spread)
+    if len(args.image) > 1:
+        first = args.image[0]
+        for name, table in (("overhead", overhead), ("program's own time", program_time)):
+            print(f"\nmedian {name} (s) and {first} / each other image, by host count:")
+            for launcher in ("ours", "toolkit"):
+                for hosts in args.hosts:
+                    runs = [table.get((image, launcher, hosts)) for image in args.image]
+                    if not all(runs):
                         continue
-                    overhead.setdefault((launcher, hosts), []).append(seconds)
-                    if split:
-                        breakdown.setdefault(hosts, []).append(split)
-                    print(f"round {round_ + 1} {launcher:7s} {hosts:2d} hosts: overhead {seconds:6.2f} s, program "
-                          f"{program:5.1f} s (load before {before}, after {load()})"
-                          + (f"; phases {' '.join(f'{x:.2f}' for x in split)}" if split else ""), flush=True)
-
-    def median(launcher, hosts):
-        runs = overhead.get((launcher, hosts))
-        return statistics.median(runs) if runs else None
-
-    print()
-    print("this launcher's overhead in containers, by phase (median seconds):")
-    print(f"  {'phase':62s}" + "".join(f"{h:>7d}" for h in args.hosts))
-    for i, phase in enumerate(PHASES):
-        cells = [statistics.median(b[i] for b in breakdown[h]) if breakdown.get(h) else None for h in args.hosts]
-        print(f"  {phase:62s}" + "".join(f"{c:7.2f}" if c is not None else f"{'-':>7s}" for c in cells))
-    print()
-    base = args.hosts[0]
-    print(f"{'hosts':>5s} {'this launcher (s)':>18s} {'per host (s)':>13s} {f'growth vs {base}':>13s} "
-          f"{'toolkit (s)':>12s} {'toolkit / this':>15s}")
-    for hosts in args.hosts:
-        ours, toolkit = median("ours", hosts), median("toolkit", hosts)
-        growth = ours / median("ours", base) if ours is not None and median("ours", base) else None
-        print(f"{hosts:5d} " + (f"{ours:18.2f} {ours / hosts:13.3f} " if ours is not None else f"{'-':>18s} {'-':>13s} ")
-              + (f"{growth:6.2f}x (n {hosts / base:4.1f}x)" if growth is not None else f"{'-':>13s}") + " "
-              + (f"{toolkit:12.1f}" if toolkit is not None else f"{'-':>12s}") + " "
-              + (f"{toolkit / ours:14.1f}x" if toolkit is not None and ours else f"{'-':>15s}"))
+                    medians = [statistics.median(r) for r in runs]
+                    print(f"  {launcher:7s} {hosts:2d} hosts: " + ", ".join(
+                        f"{image} {m:.2f}" + (f" ({medians[0] / m:.2f}x)" if i else "")
+                        for i, (image, m) in enumerate(zip(args.image, medians))))
     print(f"\nload average at the end: {load()} (1/5/15 min); {os.cpu_count()} cores")
     if failures:
         print(f"{len(failures)} job(s) FAILED")
