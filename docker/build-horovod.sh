@@ -2,9 +2,9 @@
 # usage: build-horovod.sh cpu|gpu   (the cpu-venv and gpu-venv stages of docker/Dockerfile, after
 # sourcing pip-preflight.sh)
 #
-# Compiles horovod==$HOROVOD_VERSION into /opt/venv against the MXNet and Open MPI already there
-# (--no-build-isolation: Horovod's CMake imports mxnet), with MPI and Gloo. Its extension is ~50 MB of
-# debug symbols before strip, ~2 MB after. About 2-4 min on 2 cores.
+# Compiles horovod==$HOROVOD_VERSION, with docker/horovod-enqueue-name.patch, into /opt/venv against the
+# MXNet and Open MPI already there (--no-build-isolation: Horovod's CMake imports mxnet), with MPI and Gloo.
+# Its extension is ~50 MB of debug symbols before strip, ~2 MB after. About 2-4 min on 2 cores.
 #   gpu: also NCCL collectives (NCCL and cudart linked shared, from the wheels) and NVTX ranges for
 #        profilers; the CUDA kernels are compiled by nvcc with g++-11 (nvcc 11.8 accepts gcc <= 11) for
 #        HOROVOD_CUDA_ARCHS. Fails unless they cover every SASS architecture libmxnet.so has
@@ -31,7 +31,18 @@ case $flavor in
   *) echo "build-horovod.sh: unknown flavor '$flavor' (cpu or gpu)" >&2; exit 2 ;;
 esac
 
-env "${build_env[@]}" pip install --no-cache-dir --no-build-isolation "horovod==${HOROVOD_VERSION:?}"
+# From its source release, patched: docker/horovod-enqueue-name.patch says why. The patch must apply exactly
+# (no fuzz), so a new Horovod version fails here until the patch is reviewed.
+apt-get update
+DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends patch
+rm -rf /var/lib/apt/lists/*
+src=/tmp/build/horovod-src
+pip download --no-deps --no-binary horovod --dest "$src" "horovod==${HOROVOD_VERSION:?}"
+tar -xzf "$src/horovod-${HOROVOD_VERSION}.tar.gz" -C "$src"
+patch --directory="$src/horovod-${HOROVOD_VERSION}" --strip=1 --forward --batch --fuzz=0 \
+  --no-backup-if-mismatch --input="$(dirname "$0")/horovod-enqueue-name.patch"
+env "${build_env[@]}" pip install --no-cache-dir --no-build-isolation "$src/horovod-${HOROVOD_VERSION}"
+rm -rf "$src"
 find /opt/venv -name '*.so' -path '*/horovod/*' -exec strip --strip-unneeded {} +
 
 if [ "$flavor" = gpu ]; then

@@ -16,10 +16,8 @@ case $flavor in
 esac
 patch_file=$(dirname "$0")/mxnet-lazy-imports.patch
 
-# The builder has no patch(1); this stage's filesystem never reaches the image (only /opt/venv does).
-apt-get update
-DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends patch
-rm -rf /var/lib/apt/lists/*
+# patch(1) was installed in this stage by build-horovod.sh (only /opt/venv reaches the image).
+command -v patch >/dev/null || { echo "mxnet-lazy-imports.sh: no patch(1); build-horovod.sh installs it" >&2; exit 1; }
 
 site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 patch --directory="$site" --strip=1 --forward --batch --fuzz=0 --no-backup-if-mismatch --input="$patch_file"
