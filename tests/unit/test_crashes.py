@@ -107,6 +107,13 @@ def test_nested_signal_frames_start_after_the_trampolines_recurrence():
     assert innermost_named_frame([]) is None
 
 
+def test_frame_symbols_without_offsets():
+    assert Frame("/opt/lib/libx.so", "void x::f<int>(int)+0x4a").symbol == "void x::f<int>(int)"
+    assert Frame("python", "PyType_IsSubtype+0").symbol == "PyType_IsSubtype"
+    assert Frame("/lib/x86_64-linux-gnu/libc.so.6", "+0x3c050").symbol is None
+    assert Frame("python", None).symbol is None
+
+
 def test_demangle_nested_names():
     assert demangle(ENQUEUE_BROADCAST) == "horovod::common::EnqueueTensorBroadcast"
     assert demangle("_ZN7horovod5mxnet18DoHorovodOperationEPvS1_S1_") == "horovod::mxnet::DoHorovodOperation"

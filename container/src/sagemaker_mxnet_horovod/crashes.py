@@ -29,6 +29,7 @@ _OMPI_SIGNAL = re.compile(r"^Signal: .* \((\d+)\)$")
 _MXNET_SIGNAL = re.compile(r"^Segmentation fault: (\d+)$")
 # "[ 3] /lib/x.so(sym+0x12)[0x7f..]" (Open MPI), "[bt] (3) /lib/x.so(sym+0x12) [0x7f..]" (MXNet, dmlc)
 _FRAME = re.compile(r"^(?:\[\s*\d+\]|\[bt\] \(\d+\))\s+(?P<library>[^\s(\[]+)(?:\((?P<where>.*)\))?\s*\[0x[0-9a-f]+\]$")
+_OFFSET = re.compile(r"\+(?:0x)?[0-9a-f]+$")
 # C and C++ runtimes and the interpreter: their frames say how the crash was reached, not where.
 _RUNTIME = re.compile(r"^(?:(?:libc|libstdc\+\+|libgcc_s|libpthread|libm|libdl|ld-linux[\w-]*)[.-]"
                       r"|(?:lib)?python[\d.]*(?:$|[.-]))")
@@ -45,8 +46,7 @@ class Frame:
 
     @property
     def symbol(self) -> str | None:
-        where = self.where or ""
-        return (where.rpartition("+0x")[0] if "+0x" in where else where) or None
+        return _OFFSET.sub("", self.where or "") or None
 
 
 @dataclass(frozen=True)
