@@ -121,7 +121,8 @@ def rank_failure_message(
             head = f"rank {rank} on {host} {how}" + (f": {cause}" if cause else "")
         return head + _tail_block(f"rank {rank} stderr", lines)
     # No rank named: the first rank that crashed, else the first that wrote to stderr, is the best lead.
-    for rank in sorted(crashes):
+    if crashes:
+        rank = min(crashes)
         host = rank_hosts[rank] if rank < len(rank_hosts) else "?"
         return (f"mpirun {describe_exit(returncode)}; rank {rank} on {host} crashed with {crashes[rank].describe()}"
                 + _tail_block(f"rank {rank} stderr", rank_stderr.get(rank, ())))
