@@ -1,14 +1,21 @@
 """A rank that crashes in native code, for the fault suite: after hvd.init() and a first allreduce, rank 1 reads
-address 0 through ctypes, so MXNet's SIGSEGV handler reports it; the others keep working in collectives, as
-training would while a peer dies."""
+address 0 through ctypes; the others keep working in collectives, as training would while a peer dies.
+
+MXNet's SIGSEGV handler reports the crash; with `--handler open-mpi`, SIGSEGV is left unhandled until
+hvd.init(), where Open MPI installs its handler, which prints the stack."""
 
 import ctypes
 import os
+import signal
+import sys
 import time
 
 import horovod.mxnet as hvd
 import mxnet as mx
 
+handler = sys.argv[sys.argv.index("--handler") + 1] if "--handler" in sys.argv[:-1] else "mxnet"
+if handler == "open-mpi":
+    signal.signal(signal.SIGSEGV, signal.SIG_DFL)  # MXNet's, installed when it was imported
 hvd.init()
 hvd.allreduce(mx.nd.ones((4,)), name="first").asnumpy()
 print(f"rank {hvd.rank()}/{hvd.size()}: first allreduce done", flush=True)
