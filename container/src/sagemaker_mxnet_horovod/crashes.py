@@ -16,6 +16,7 @@ observer).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
 import signal
@@ -146,12 +147,9 @@ def innermost_named_frame(frames: list[Frame]) -> Frame | None:
 
 def readable(symbol: str) -> str:
     """A frame's function, qualified, without return type, parameters or template arguments (<...>)."""
-    if symbol.startswith("_Z"):
-        return demangle(symbol)
-    # Already demangled (MXNet's [bt] frames): "void mxnet::CopyImpl<mshadow::cpu>(mxnet::NDArray const&)+0x4"
     name: list[str] = []
     depth = 0
-    for char in symbol:
+    for char in demangle(symbol):
         if char == "<":
             if depth == 0:
                 name.append("<...>")
@@ -167,82 +165,24 @@ def readable(symbol: str) -> str:
     return "".join(name) or symbol
 
 
-_SOURCE_NAME = re.compile(r"\d+")
-_CTOR_DTOR = re.compile(r"[CD][0-5]")
-_ABI_TAG = re.compile(r"B(\d+)")
-
-
 def demangle(symbol: str) -> str:
-    """An Itanium C++ name's qualified name, without its parameters: _ZN7horovod6common22EnqueueTensorBroadcastE...
-    -> horovod::common::EnqueueTensorBroadcast; template arguments show as <...>. Anything else unchanged."""
-    if symbol.startswith("_Z") and (source := _SOURCE_NAME.match(symbol, 2)):
-        length = int(source.group())
-        name = symbol[source.end(): source.end() + length]
-        return name if len(name) == length else symbol
-    if not symbol.startswith("_ZN"):
+    """A C++ symbol as libstdc++'s own demangler spells it (as c++filt does); anything else unchanged.
+    Loaded only here, when a crash is reported: every image and host with MXNet has libstdc++."""
+    if not symbol.startswith("_Z"):
         return symbol
-    position = 3
-    while position < len(symbol) and symbol[position] in "rVKRO":  # a method's qualifiers
-        position += 1
-    parts: list[str] = []
-    if symbol.startswith("St", position):
-        parts.append("std")
-        position += 2
-    while position < len(symbol) and symbol[position] != "E":
-        source = _SOURCE_NAME.match(symbol, position)
-        ctor_dtor = _CTOR_DTOR.match(symbol, position)
-        abi_tag = _ABI_TAG.match(symbol, position)
-        if source:
-            length = int(source.group())
-            parts.append(symbol[source.end(): source.end() + length])
-            position = source.end() + length
-        elif ctor_dtor and parts:
-            parts.append(("~" if symbol[position] == "D" else "") + parts[-1].partition("<")[0])
-            position += 2
-        elif abi_tag:  # B5cxx11
-            position = abi_tag.end() + int(abi_tag.group(1))
-        elif symbol[position] == "I" and parts:
-            end = _skip_template_args(symbol, position)
-            if end is None:
-                return symbol
-            parts[-1] += "<...>"
-            position = end
-        else:
-            return symbol  # substitutions and the rest of the grammar: not worth a demangler here
-    if position >= len(symbol) or not parts:
+    try:
+        cxa_demangle = ctypes.CDLL("libstdc++.so.6").__cxa_demangle
+        free = ctypes.CDLL(None).free
+    except (OSError, AttributeError):
         return symbol
-    return "::".join(parts)
-
-
-def _skip_template_args(symbol: str, position: int) -> int | None:
-    """The position after the template arguments I...E starting at `position`, None if unsure."""
-    depth = 0
-    while position < len(symbol):
-        char = symbol[position]
-        source = _SOURCE_NAME.match(symbol, position)
-        if source:
-            position = source.end() + int(source.group())
-            continue
-        if char in "IN":
-            depth += 1
-        elif char == "E":
-            depth -= 1
-            if depth == 0:
-                return position + 1
-        elif char == "L":  # a literal: L<type><value>E
-            end = symbol.find("E", position)
-            if end < 0:
-                return None
-            position = end
-        elif char in "ST":  # substitutions and template parameters: S_, S0_, St, Sa, T_, T1_
-            if char == "S" and position + 1 < len(symbol) and symbol[position + 1].islower():
-                position += 1
-            else:
-                end = symbol.find("_", position)
-                if end < 0:
-                    return None
-                position = end
-        elif char == "D":  # two-letter builtin types (Dn, Di, ...)
-            position += 1
-        position += 1
-    return None
+    cxa_demangle.restype = ctypes.c_void_p
+    cxa_demangle.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
+    free.argtypes = [ctypes.c_void_p]
+    status = ctypes.c_int()
+    buffer = cxa_demangle(symbol.encode(), None, None, ctypes.byref(status))
+    if status.value != 0 or not buffer:
+        return symbol
+    try:
+        return ctypes.string_at(buffer).decode(errors="replace")
+    finally:
+        free(buffer)
