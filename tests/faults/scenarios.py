@@ -26,6 +26,7 @@ from toolkit_job import as_toolkit_job
 ROOT = Path(__file__).resolve().parents[2]
 
 CODE_DIR = ROOT / "tests" / "integration" / "code"
+FAULT_CODE_DIR = ROOT / "tests" / "faults" / "code"  # programs only this suite runs
 OBSERVATIONS: list = []  # filled by test_faults.py, printed as the report table by conftest.py
 JOB_TIMEOUT_S = 240.0  # the harness kills a job still running after this (the toolkit waits up to an hour)
 
@@ -104,6 +105,15 @@ def rank_fault(mode: str, rank: int = 1):
     # As hyperparameters, not environment: the toolkit's mpirun does not pass the job's environment to ranks on
     # other hosts, so only arguments reach rank 1 under both launchers.
     return lambda ctx: allreduce_job(ctx, hps={"fail-rank": str(rank), "fail-mode": mode, "extra-steps": "600"})
+
+
+def native_crash(handler: str):
+    """Rank 1 (on algo-2) reads address 0 in native code after hvd.init() (code/native_crash.py); `handler`
+    (mxnet or open-mpi) reports it."""
+    hyperparameters = {"sagemaker_program": "native_crash.py", "sagemaker_submit_directory": "/opt/ml/code",
+                       "mpi_peer_timeout_s": "60", "handler": handler}
+    return lambda ctx: JobSpec(image=ctx.image, hosts=2, hyperparameters=hyperparameters, code_dir=FAULT_CODE_DIR,
+                               timeout_s=JOB_TIMEOUT_S)
 
 
 def kill_when_training(host: str, signal_name: str = "KILL"):
@@ -276,6 +286,16 @@ SCENARIOS = [
     Scenario("one rank segfaults", "both fail; failure names rank 1 and SIGSEGV",
              rank_fault("segv"), exits=(NONZERO, NONZERO), fault="rank",
              failure=r"^rank 1 on algo-2 .*(SIGSEGV|signal 11|[Ss]egmentation)"),
+    Scenario("one rank crashes in native code", "both fail; failure names rank 1 on algo-2 and SIGSEGV, then how it "
+             "ended", native_crash("mxnet"), exits=(NONZERO, NONZERO), fault="rank",
+             # MXNet's handler exits (255); that exit aborts when the crash was on an engine thread (SIGABRT).
+             failure=r"^rank 1 on algo-2 crashed with SIGSEGV \(segmentation fault\)(?: in \S+ \(\S+\))?; then it "
+                     r"(?:exited with code 255|was killed by SIGABRT)$",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: rank 1 on algo-2 crashed with SIGSEGV"),
+    Scenario("one rank crashes in native code, Open MPI reports it", "both fail; failure names rank 1 on algo-2, "
+             "SIGSEGV and the frame", native_crash("open-mpi"), exits=(NONZERO, NONZERO), fault="rank",
+             # ctypes called libffi's ffi_call, the innermost frame with a symbol outside libc and Python
+             failure=r"^rank 1 on algo-2 was killed by SIGSEGV \(segmentation fault\) in ffi_call \(libffi\.so\.\d+\)$"),
     Scenario("rank SIGKILLed (OOM-style)", "both fail; failure names rank 1 and SIGKILL",
              rank_fault("sigkill"), exits=(NONZERO, NONZERO), fault="rank",
              failure=r"^rank 1 on algo-2 .*(SIGKILL|signal 9)"),

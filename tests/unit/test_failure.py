@@ -1,7 +1,21 @@
 """failure.py: mpirun's output parsed into 'which rank, where, how', cause first, within SageMaker's 1024
-characters; the user's own failure text kept in front of the launcher's diagnosis; the outcome files (success,
-failure) of an earlier run cleared, this run's written."""
+characters; a native crash named by its signal and frame; the user's own failure text kept in front of the
+launcher's diagnosis; the outcome files (success, failure) of an earlier run cleared, this run's written.
 
+captures/ holds real output of ranks that crashed in native code:
+- ci19-segv-then-abort.txt: CI's two-host Faster R-CNN failure (Horovod read a freed tensor name). Its stack
+  and mpirun's message are verbatim; the CI log had cut what came before frame [0], written here as this
+  image's MXNet and Open MPI print it (the lines of the captures below).
+- plain-mpirun-segv-exit255.txt: the same crash under mpirun without --tag-output.
+- ctypes-segv-mxnet-handler.txt: ctypes.string_at(0) on rank 1 after hvd.init() (MXNet's handler).
+- ctypes-segv-open-mpi-handler.txt: the same with SIGSEGV reset to SIG_DFL before hvd.init() (Open MPI's).
+- os-abort-open-mpi-handler.txt: os.abort() on rank 1.
+The last three: `mpirun --tag-output -np 2` in this image."""
+
+import os
+from pathlib import Path
+
+from sagemaker_mxnet_horovod.crashes import CrashLog, NativeCrash
 from sagemaker_mxnet_horovod.failure import (
     FAILURE_LIMIT,
     LAUNCHER_HEAD_ROOM,
@@ -18,6 +32,7 @@ from sagemaker_mxnet_horovod.failure import (
     write_failure,
     write_success,
 )
+from sagemaker_mxnet_horovod.supervise import Job
 
 NONZERO = """--------------------------------------------------------------------------
 Primary job  terminated normally, but 1 process returned
@@ -103,6 +118,88 @@ def test_message_keeps_the_reported_rank_when_no_other_has_a_cause():
 def test_message_uses_config_host_names_not_mpirun_node_names():
     message = rank_failure_message(139, parse_mpirun_failure(SIGNALED), HOSTS, {}, SIGNALED)
     assert message.startswith("rank 1 on algo-1 was killed by SIGSEGV")
+
+
+CAPTURES = Path(__file__).parent / "captures"
+TWO_HOSTS = ("algo-1", "algo-2")
+
+
+def replay(capture: str, tagged: bool = True):
+    """The launcher's view of a captured output: supervise.Job reads it (from cat) as it reads mpirun's, with the
+    launcher's CrashLog observing the ranks' stderr."""
+    crash_log = CrashLog()
+    job = Job(["sh", "-c", 'cat "$0" >&2', str(CAPTURES / capture)], dict(os.environ), tagged=tagged,
+              stderr_observers=(crash_log.observe,))
+    job.start()
+    return job.wait(), crash_log
+
+
+def crash_message(capture: str, returncode: int) -> tuple[str, str]:
+    """(the message with the crash log, the message the launcher wrote before it had one)"""
+    result, crash_log = replay(capture)
+    args = (returncode, parse_mpirun_failure(result.untagged_tail), TWO_HOSTS, result.rank_stderr,
+            result.untagged_tail)
+    return rank_failure_message(*args, crash_log.crashes()), rank_failure_message(*args)
+
+
+def test_segv_then_abort_names_the_segv_and_its_frame_then_the_abort():
+    message, before = crash_message("ci19-segv-then-abort.txt", 134)
+    assert before.startswith("rank 1 on algo-2 was killed by SIGABRT: [71725b39eb26:00018] *** End of error message")
+    first, *rest = fit(message).splitlines()
+    assert first == ("rank 1 on algo-2 crashed with SIGSEGV (segmentation fault) in "
+                     "horovod::common::EnqueueTensorBroadcast (mpi_lib.cpython-311-x86_64-linux-gnu.so); "
+                     "then it was killed by SIGABRT")
+    # The stack's tail follows, without the tags mpirun left in the middle of lines.
+    assert rest[-1] == "[71725b39eb26:00018] *** End of error message ***"
+    assert "<stderr>:" not in message and "--- last lines of rank 1 stderr ---" in message
+
+
+def test_mxnet_handler_exit_names_the_segv_then_the_exit_code():
+    message, before = crash_message("ctypes-segv-mxnet-handler.txt", 255)
+    assert before.startswith("rank 1 on algo-2 exited with code 255: Segmentation fault: 11")
+    assert message.splitlines()[0] == ("rank 1 on algo-2 crashed with SIGSEGV (segmentation fault); "
+                                       "then it exited with code 255")
+
+
+def test_open_mpi_handler_names_the_signal_once_and_the_frame():
+    message, before = crash_message("ctypes-segv-open-mpi-handler.txt", 139)
+    assert before.startswith("rank 1 on algo-2 was killed by SIGSEGV: [7729ac29c9ae:00012] *** End of error")
+    assert message.splitlines()[0] == ("rank 1 on algo-2 was killed by SIGSEGV (segmentation fault) in ffi_call "
+                                       "(libffi.so.8)")
+    message, _ = crash_message("os-abort-open-mpi-handler.txt", 134)
+    assert message.splitlines()[0] == "rank 1 on algo-2 was killed by SIGABRT (aborted)"
+
+
+def test_untagged_program_crash():
+    # mpirun without --tag-output: the launcher runs a program that way only without MPI, as "rank 0".
+    result, crash_log = replay("plain-mpirun-segv-exit255.txt", tagged=False)
+    message = process_failure_message("train.py", "algo-1", 255, result.rank_stderr[0], crash_log.crash(0))
+    first, *rest = message.splitlines()
+    assert first == "train.py on algo-1 crashed with SIGSEGV (segmentation fault); then it exited with code 255"
+    assert "Segmentation fault: 11" in rest
+
+
+def test_a_crashed_rank_is_the_cause_when_mpirun_names_one_that_noticed():
+    stderr = {0: ["Traceback (most recent call last):", SHUT_DOWN], 1: ["", "Segmentation fault: 11", ""]}
+    message = rank_failure_message(1, parse_mpirun_failure(FIRST_EXIT_RANK_0), TWO_HOSTS, stderr, FIRST_EXIT_RANK_0,
+                                   {1: NativeCrash(11)})
+    first, *rest = message.splitlines()
+    assert first.startswith("rank 1 on algo-2 crashed with SIGSEGV (segmentation fault) (then rank 0 on algo-1 "
+                            "exited with code 1: mxnet.base.MXNetError: MXNetError: Horovod")
+    assert rest[0] == "--- last lines of rank 1 stderr ---"
+    message = rank_failure_message(255, None, TWO_HOSTS, stderr, [], {1: NativeCrash(11)})
+    assert message.startswith("mpirun exited with code 255; rank 1 on algo-2 crashed with SIGSEGV (segmentation")
+
+
+def test_a_python_traceback_reads_as_before_with_the_crash_log_watching():
+    stderr = {3: ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: labels out of range"]}
+    crash_log = CrashLog()
+    for line in stderr[3]:
+        crash_log.observe(3, line)
+    assert crash_log.crashes() == {}
+    args = (2, parse_mpirun_failure(NONZERO), HOSTS, stderr, NONZERO)
+    assert rank_failure_message(*args, crash_log.crashes()) == rank_failure_message(*args)
+    assert rank_failure_message(*args).startswith("rank 3 on algo-2 exited with code 2: ValueError: labels out")
 
 
 def test_message_for_lost_host():

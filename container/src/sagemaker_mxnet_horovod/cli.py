@@ -117,6 +117,7 @@ def bind_address(plan: Plan, facts) -> str:
 
 def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
     from sagemaker_mxnet_horovod.cluster import ClusterError, Master, generate_key
+    from sagemaker_mxnet_horovod.crashes import CrashLog
     from sagemaker_mxnet_horovod.hangs import StallLog, hang_cause
     from sagemaker_mxnet_horovod.supervise import Job, forward_stop_signals
 
@@ -140,8 +141,8 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
             return fail(paths, f"stopped by {stop} while waiting for workers", 143)
         log(f"{len(plan.workers)} worker(s) ready in {time.monotonic() - started:.2f} s")
 
-    stall_log = StallLog()
-    job = Job(plan.command, env, tagged=plan.use_mpi, stderr_observers=(stall_log.observe,))
+    stall_log, crash_log = StallLog(), CrashLog()
+    job = Job(plan.command, env, tagged=plan.use_mpi, stderr_observers=(stall_log.observe, crash_log.observe))
     forward_stop_signals(job, on_stop=master.broadcast_stop if master else None)
     if master:
         master.on_worker_lost = lambda host, how: job.abort(f"worker {host} {how}")
@@ -175,10 +176,11 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
                        + ("; killed after the grace period" if result.killed_after_grace else ""))
         elif plan.use_mpi:
             failure = rank_failure_message(result.returncode, parse_mpirun_failure(result.untagged_tail),
-                                           plan.rank_hosts, result.rank_stderr, result.untagged_tail)
+                                           plan.rank_hosts, result.rank_stderr, result.untagged_tail,
+                                           crash_log.crashes())
         else:
             failure = process_failure_message(plan.program.name, plan.current_host, result.returncode,
-                                              result.rank_stderr.get(0, ()))
+                                              result.rank_stderr.get(0, ()), crash_log.crash(0))
         cause = result.abort_reason or hang_cause(stall_log, result.rank_stderr, plan.rank_hosts, plan.rank_env)
         if cause:
             # The launcher's own finding (or a hang watch's) is the cause; what mpirun said about it follows.

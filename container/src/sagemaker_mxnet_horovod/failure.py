@@ -1,7 +1,8 @@
 """Failure reports: what SageMaker shows users (the first 1024 characters of /opt/ml/output/failure).
 
-The cause goes first (which host or rank, exit code or signal, the error line), then the detail. The
-parsers of mpirun's output are pure and unit-tested on captured text.
+The cause goes first (which host or rank, exit code or signal, the error line or the native crash), then
+the detail. The parsers of mpirun's output are pure and unit-tested on captured text; a rank's native crash
+report is read by crashes.py.
 
 A failure file the user's own program wrote during the job is kept: its text comes first, then the
 launcher's diagnosis (the toolkit keeps the user's file and drops its own message; we keep both). The job's
@@ -18,6 +19,8 @@ import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from sagemaker_mxnet_horovod.crashes import NativeCrash, untag
 
 FAILURE_LIMIT = 1024
 
@@ -82,8 +85,11 @@ def rank_failure_message(
     rank_hosts: Sequence[str],
     rank_stderr: Mapping[int, Sequence[str]],
     mpirun_tail: Sequence[str],
+    crashes: Mapping[int, NativeCrash] | None = None,
 ) -> str:
-    """Cause first: which rank on which host, how it ended, its error line; then its last stderr lines."""
+    """Cause first: which rank on which host, how it ended, its error line or native crash (crashes: the
+    ranks' crash reports, from a crashes.CrashLog); then its last stderr lines."""
+    crashes = crashes or {}
     if failure and failure.lost_host:
         head = (f"lost contact with host {failure.lost_host}: its MPI daemon died or the network to it failed "
                 f"(mpirun exited with code {returncode})")
@@ -100,16 +106,26 @@ def rank_failure_message(
             how = "failed"
         lines = rank_stderr.get(rank, ())
         cause = error_line(lines)
-        root = root_cause_rank(rank, rank_stderr) if is_consequence(cause) else None
+        root = root_cause_rank(rank, rank_stderr, crashes) if is_consequence(cause) and rank not in crashes \
+            else None
         if root is not None:
             # mpirun names the first rank to exit, which may only have noticed another rank's failure.
             root_host = rank_hosts[root] if root < len(rank_hosts) else "?"
-            head = (f"rank {root} on {root_host} failed: {error_line(rank_stderr[root])} "
-                    f"(then rank {rank} on {host} {how}: {_short(cause)})")
-            return head + _tail_block(f"rank {root} stderr", rank_stderr[root])
-        head = f"rank {rank} on {host} {how}" + (f": {cause}" if cause else "")
+            failed = (f"crashed with {crashes[root].describe()}" if root in crashes
+                      else f"failed: {error_line(rank_stderr[root])}")
+            head = f"rank {root} on {root_host} {failed} (then rank {rank} on {host} {how}: {_short(cause)})"
+            return head + _tail_block(f"rank {root} stderr", rank_stderr.get(root, ()))
+        if rank in crashes:
+            head = f"rank {rank} on {host} {crashed(crashes[rank], how)}"
+        else:
+            head = f"rank {rank} on {host} {how}" + (f": {cause}" if cause else "")
         return head + _tail_block(f"rank {rank} stderr", lines)
-    # No rank named: the first rank that wrote to stderr is the best lead.
+    # No rank named: the first rank that crashed, else the first that wrote to stderr, is the best lead.
+    if crashes:
+        rank = min(crashes)
+        host = rank_hosts[rank] if rank < len(rank_hosts) else "?"
+        return (f"mpirun {describe_exit(returncode)}; rank {rank} on {host} crashed with {crashes[rank].describe()}"
+                + _tail_block(f"rank {rank} stderr", rank_stderr.get(rank, ())))
     for rank in sorted(rank_stderr):
         cause = error_line(rank_stderr[rank])
         if cause:
@@ -129,8 +145,21 @@ def is_consequence(line: str | None) -> bool:
     return bool(line) and any(text in line for text in _CONSEQUENCES)
 
 
-def root_cause_rank(reported: int, rank_stderr: Mapping[int, Sequence[str]]) -> int | None:
-    """Another rank whose last error is a cause of its own, when the reported rank's is a consequence."""
+def crashed(crash: NativeCrash, how: str) -> str:
+    """'crashed with SIGSEGV (...) in f (lib.so); then it exited with code 255': the crash report's signal
+    is the cause; how the rank ended (mpirun's report) may be a later failure, such as an abort on exit."""
+    if how == f"was killed by {crash.signal_name}":
+        return f"was killed by {crash.describe()}"
+    return f"crashed with {crash.describe()}; then it {how}"
+
+
+def root_cause_rank(reported: int, rank_stderr: Mapping[int, Sequence[str]],
+                    crashes: Mapping[int, NativeCrash] | None = None) -> int | None:
+    """Another rank that crashed or whose last error is a cause of its own, when the reported rank's is a
+    consequence."""
+    for rank in sorted(crashes or {}):
+        if rank != reported:
+            return rank
     for rank in sorted(rank_stderr):
         cause = error_line(rank_stderr[rank])
         if rank != reported and cause and not is_consequence(cause):
@@ -152,15 +181,20 @@ def first_meaningful_line(lines: Sequence[str]) -> str | None:
     return None
 
 
-def process_failure_message(program: str, host: str, returncode: int, stderr: Sequence[str]) -> str:
-    """A program run without MPI: no ranks, just the process and its last stderr lines."""
-    cause = error_line(stderr)
-    head = f"{program} on {host} {describe_exit(returncode)}" + (f": {cause}" if cause else "")
+def process_failure_message(program: str, host: str, returncode: int, stderr: Sequence[str],
+                            crash: NativeCrash | None = None) -> str:
+    """A program run without MPI: no ranks, just the process, its crash or error line, its last stderr lines."""
+    if crash:
+        head = f"{program} on {host} {crashed(crash, describe_exit(returncode))}"
+    else:
+        cause = error_line(stderr)
+        head = f"{program} on {host} {describe_exit(returncode)}" + (f": {cause}" if cause else "")
     return head + _tail_block(f"{program} stderr", stderr)
 
 
 def _tail_block(title: str, lines: Sequence[str]) -> str:
-    lines = [line for line in lines if line.strip()]
+    # mpirun tags every piece a rank writes: pieces of one line leave tags in the middle of it.
+    lines = [untag(line) for line in lines if line.strip()]
     if not lines:
         return ""
     return f"\n--- last lines of {title} ---\n" + "\n".join(lines)
