@@ -296,6 +296,11 @@ SCENARIOS = [
              "SIGSEGV and the frame", native_crash("open-mpi"), exits=(NONZERO, NONZERO), fault="rank",
              # ctypes called libffi's ffi_call, the innermost frame with a symbol outside libc and Python
              failure=r"^rank 1 on algo-2 was killed by SIGSEGV \(segmentation fault\) in ffi_call \(libffi\.so\.\d+\)$"),
+    Scenario("a crashed rank hangs while exiting", "both fail within the crash grace (30 s), naming rank 1 on "
+             "algo-2 and SIGSEGV", native_crash("mxnet-exit-hangs"), exits=(NONZERO, NONZERO), fault="rank",
+             max_seconds=60,
+             failure=r"^rank 1 on algo-2 crashed with SIGSEGV \(segmentation fault\) and the job had not ended 30 s "
+                     r"later"),
     Scenario("rank SIGKILLed (OOM-style)", "both fail; failure names rank 1 and SIGKILL",
              rank_fault("sigkill"), exits=(NONZERO, NONZERO), fault="rank",
              failure=r"^rank 1 on algo-2 .*(SIGKILL|signal 9)"),

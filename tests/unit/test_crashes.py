@@ -114,6 +114,21 @@ def test_frame_symbols_without_offsets():
     assert Frame("python", None).symbol is None
 
 
+def test_first_report_of_each_rank_is_announced_once_as_it_begins():
+    announced = []
+    log = CrashLog(on_first_report=announced.append)
+    log.observe(0, "rank 0: first allreduce done")
+    assert announced == []
+    # Open MPI's report: announced at its first line, before the signal line arrives.
+    log.observe(1, "[71725b39eb26:00018] *** Process received signal ***")
+    assert announced == [1]
+    for line in ("[71725b39eb26:00018] Signal: Segmentation fault (11)", "Segmentation fault: 11",
+                 "[71725b39eb26:00018] *** Process received signal ***"):
+        log.observe(1, line)
+    log.observe(0, "Segmentation fault: 11")  # MXNet's
+    assert announced == [1, 0]
+
+
 def test_readable_names_from_libstdcxx_demangler():
     assert demangle("_Z3foov") == "foo()"
     assert readable(ENQUEUE_BROADCAST) == "horovod::common::EnqueueTensorBroadcast"

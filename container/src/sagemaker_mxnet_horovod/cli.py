@@ -41,6 +41,9 @@ from sagemaker_mxnet_horovod.programs import Program
 
 EXIT_CONFIG = 2  # the job's configuration is wrong; nothing ran
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
+# After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the
+# crashed thread, which can hang in a library's exit handler; mpirun then waits for that rank forever.
+CRASH_EXIT_GRACE_S = 30.0
 
 
 class StopRequested(Exception):
@@ -141,7 +144,16 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
             return fail(paths, f"stopped by {stop} while waiting for workers", 143)
         log(f"{len(plan.workers)} worker(s) ready in {time.monotonic() - started:.2f} s")
 
-    stall_log, crash_log = StallLog(), CrashLog()
+    def on_crash_report(rank: int) -> None:
+        def reason() -> str:
+            crash = crash_log.crash(rank)
+            host = plan.rank_hosts[rank] if rank < len(plan.rank_hosts) else plan.current_host
+            return (f"rank {rank} on {host} crashed" + (f" with {crash.describe()}" if crash else "")
+                    + f" and the job had not ended {CRASH_EXIT_GRACE_S:g} s later (a crash handler hung while "
+                    "exiting): the launcher stopped it")
+        job.abort_later(CRASH_EXIT_GRACE_S, reason)
+
+    stall_log, crash_log = StallLog(), CrashLog(on_first_report=on_crash_report)
     job = Job(plan.command, env, tagged=plan.use_mpi, stderr_observers=(stall_log.observe, crash_log.observe))
     forward_stop_signals(job, on_stop=master.broadcast_stop if master else None)
     if master:

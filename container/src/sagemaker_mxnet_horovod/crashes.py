@@ -83,8 +83,9 @@ class _Report:
 class CrashLog:
     """Each rank's crash reports, read from its stderr line by line (a supervise.Job stderr observer)."""
 
-    def __init__(self):
+    def __init__(self, on_first_report=None):
         self.reports: dict[int, list[_Report]] = {}
+        self.on_first_report = on_first_report  # callable(rank), when a rank's first crash report begins
 
     def observe(self, rank: int, text: str) -> None:
         line = _OMPI_PREFIX.sub("", untag(text).strip())
@@ -93,11 +94,11 @@ class CrashLog:
         ompi_signal = _OMPI_SIGNAL.match(line)
         mxnet_signal = _MXNET_SIGNAL.match(line)
         if line == _OMPI_START:
-            self._start(reports, current, None)
+            self._start(rank, reports, current, None)
         elif ompi_signal and current and current.signal_number is None and not current.frames:
             current.signal_number = int(ompi_signal.group(1))
         elif ompi_signal or mxnet_signal:
-            self._start(reports, current, int((ompi_signal or mxnet_signal).group(1)))
+            self._start(rank, reports, current, int((ompi_signal or mxnet_signal).group(1)))
         elif line == _OMPI_END and current:
             current.closed = True
         elif current and len(current.frames) < MAX_FRAMES:
@@ -105,12 +106,13 @@ class CrashLog:
             if frame:
                 current.frames.append(Frame(frame.group("library"), frame.group("where")))
 
-    @staticmethod
-    def _start(reports: list[_Report], current: _Report | None, signal_number: int | None) -> None:
+    def _start(self, rank: int, reports: list[_Report], current: _Report | None, signal_number: int | None) -> None:
         if current:
             current.closed = True
         if len(reports) < MAX_REPORTS:
             reports.append(_Report(signal_number))
+            if len(reports) == 1 and self.on_first_report:
+                self.on_first_report(rank)
 
     def crash(self, rank: int) -> NativeCrash | None:
         """The rank's first fatal signal and, from its first stack, where it struck; None without a report."""

@@ -105,9 +105,10 @@ class Job:
         self._signal_job(signal.SIGTERM)
         self._arm(grace_s, self._kill)
 
-    def abort_later(self, delay: float, reason: str) -> None:
-        """abort(reason) in `delay` seconds unless the job has finished by then."""
-        self._arm(delay, lambda: self.abort(reason))
+    def abort_later(self, delay: float, reason) -> None:
+        """abort(reason) in `delay` seconds unless the job has finished by then; reason: a string, or a
+        callable giving it then."""
+        self._arm(delay, lambda: self.abort(reason() if callable(reason) else reason))
 
     def _signal_job(self, signum: int) -> None:
         try:
