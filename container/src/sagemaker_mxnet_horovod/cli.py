@@ -24,6 +24,7 @@ from sagemaker_mxnet_horovod.failure import (
     parse_mpirun_failure,
     process_failure_message,
     rank_failure_message,
+    rank_host,
     read_user_failure,
     write_failure,
     write_success,
@@ -147,7 +148,7 @@ def run_single_or_master(plan: Plan, env: dict, paths: Paths, facts) -> int:
     def on_crash_report(rank: int) -> None:
         def reason() -> str:
             crash = crash_log.crash(rank)
-            host = plan.rank_hosts[rank] if rank < len(plan.rank_hosts) else plan.current_host
+            host = rank_host(plan.rank_hosts, rank, plan.current_host)
             return (f"rank {rank} on {host} crashed" + (f" with {crash.describe()}" if crash else "")
                     + f" and the job had not ended {CRASH_EXIT_GRACE_S:g} s later (a crash handler hung while "
                     "exiting): the launcher stopped it")

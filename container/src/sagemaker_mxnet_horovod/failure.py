@@ -79,6 +79,11 @@ def error_line(lines: Sequence[str]) -> str | None:
     return None
 
 
+def rank_host(rank_hosts: Sequence[str], rank: int, unknown: str = "?") -> str:
+    """The plan's name of the host a rank runs on (`unknown` for a rank beyond the plan)."""
+    return rank_hosts[rank] if rank < len(rank_hosts) else unknown
+
+
 def rank_failure_message(
     returncode: int,
     failure: RankFailure | None,
@@ -97,7 +102,7 @@ def rank_failure_message(
     if failure and failure.rank is not None:
         rank = failure.rank
         # The plan's names, not mpirun's: mpirun knows the master by its container hostname.
-        host = rank_hosts[rank] if rank < len(rank_hosts) else failure.host or "?"
+        host = rank_host(rank_hosts, rank, failure.host or "?")
         if failure.signal_number is not None:
             how = f"was killed by {signal_name(failure.signal_number)}"
         elif failure.exit_code is not None:
@@ -110,7 +115,7 @@ def rank_failure_message(
             else None
         if root is not None:
             # mpirun names the first rank to exit, which may only have noticed another rank's failure.
-            root_host = rank_hosts[root] if root < len(rank_hosts) else "?"
+            root_host = rank_host(rank_hosts, root)
             failed = (f"crashed with {crashes[root].describe()}" if root in crashes
                       else f"failed: {error_line(rank_stderr[root])}")
             head = f"rank {root} on {root_host} {failed} (then rank {rank} on {host} {how}: {_short(cause)})"
@@ -123,13 +128,13 @@ def rank_failure_message(
     # No rank named: the first rank that crashed, else the first that wrote to stderr, is the best lead.
     if crashes:
         rank = min(crashes)
-        host = rank_hosts[rank] if rank < len(rank_hosts) else "?"
+        host = rank_host(rank_hosts, rank)
         return (f"mpirun {describe_exit(returncode)}; rank {rank} on {host} crashed with {crashes[rank].describe()}"
                 + _tail_block(f"rank {rank} stderr", rank_stderr.get(rank, ())))
     for rank in sorted(rank_stderr):
         cause = error_line(rank_stderr[rank])
         if cause:
-            host = rank_hosts[rank] if rank < len(rank_hosts) else "?"
+            host = rank_host(rank_hosts, rank)
             return (f"mpirun {describe_exit(returncode)}; rank {rank} on {host} reported: {cause}"
                     + _tail_block(f"rank {rank} stderr", rank_stderr[rank]))
     cause = first_meaningful_line(mpirun_tail)

@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
+from sagemaker_mxnet_horovod.failure import rank_host
 from sagemaker_mxnet_horovod.progress import MARKER
 
 # Horovod writes its log message in pieces, which mpirun --tag-output tags one by one, mid-line.
@@ -68,7 +69,7 @@ def pipe_channels(input_data_config: str | None) -> list[str]:
 
 
 def _ranks_on_hosts(ranks: Sequence[int], rank_hosts: Sequence[str]) -> str:
-    named = [f"{rank} on {rank_hosts[rank] if rank < len(rank_hosts) else '?'}" for rank in ranks]
+    named = [f"{rank} on {rank_host(rank_hosts, rank)}" for rank in ranks]
     return ("rank " if len(named) == 1 else "ranks ") + ", ".join(named)
 
 
