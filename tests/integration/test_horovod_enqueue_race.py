@@ -7,6 +7,7 @@ collective: unpatched, every run crashes (SIGSEGV, then SIGABRT)."""
 
 import subprocess
 import textwrap
+from pathlib import Path
 
 import pytest
 from cluster_jobs import DOCKER
@@ -29,8 +30,8 @@ PROGRAM = textwrap.dedent("""\
 @pytest.fixture(scope="module")
 def shim(tmp_path_factory):
     built = tmp_path_factory.mktemp("shim") / "hold_after_enqueue.so"
-    source = __file__.replace("test_horovod_enqueue_race.py", "hold_after_enqueue.c")
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(built), source, "-ldl"], check=True)
+    source = Path(__file__).with_name("hold_after_enqueue.c")
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(built), str(source), "-ldl"], check=True)
     return built
 
 
