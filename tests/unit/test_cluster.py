@@ -1,7 +1,7 @@
 """cluster.py: the master's side of the handshake over real sockets on this host, with a test worker speaking
 the protocol (check-in, rejections, the deadline, a lost worker, the outcome and each host's failure text);
 Master.wait_launched, the launcher's bound on mpirun's daemon start (mpirun alone waits forever); the pace of a
-worker's connection retries. The worker's side (sshd, serve_master) runs across real containers
+worker's connection retries, and the master's announcement to the workers. The worker's side (sshd, serve_master) runs across real containers
 (tests/integration, tests/faults)."""
 
 import json
@@ -256,3 +256,21 @@ def test_connect_attempts_are_short_while_hosts_start_together_then_patient():
 
     assert connect_timeout(0.0) == connect_timeout(4.9) == 0.2
     assert connect_timeout(5.0) == connect_timeout(60.0) == 5.0
+
+
+def test_the_master_announces_itself_to_each_worker_once_it_listens(tmp_path):
+    """A datagram to each worker as soon as the master listens (so that the master asks ARP for it, and a worker
+    waiting for the master's address learns it at once); a name that does not resolve is skipped."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as worker:
+        worker.bind(("127.0.0.1", 0))
+        worker.settimeout(5)
+        master = Master(("localhost", "no-such-host.invalid"), free_port(), "127.0.0.1", tmp_path,
+                        deadline=time.monotonic() + 10)
+        master.announce_port = worker.getsockname()[1]
+        try:
+            master.listen()
+            data, sender = worker.recvfrom(16)
+        finally:
+            master.closing = True
+            master.server.close()
+    assert (data, sender[0]) == (b"", "127.0.0.1")
