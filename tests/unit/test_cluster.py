@@ -1,8 +1,8 @@
 """cluster.py: the master's side of the handshake over real sockets on this host, with a test worker speaking
 the protocol (check-in, rejections, the deadline, a lost worker, the outcome and each host's failure text);
 Master.wait_launched, the launcher's bound on mpirun's daemon start (mpirun alone waits forever); the pace of a
-worker's connection retries, and the master's announcement to the workers. The worker's side (sshd, serve_master) runs across real containers
-(tests/integration, tests/faults)."""
+worker's connection retries, and the master's announcement to the workers. The worker's side (sshd,
+serve_master) runs across real containers (tests/integration, tests/faults)."""
 
 import json
 import socket
