@@ -42,7 +42,7 @@ def rank_times(result) -> tuple[float, float]:
 
 # Where this launcher's overhead goes: (phase, the master's log line that ends it; None: see phases()).
 PHASES = (
-    "containers start -> launcher logs its plan",
+    "containers start (or the gate) -> launcher logs its plan",
     "plan -> workers checked in (handshake, sshd)",
     "workers in -> first rank's Python runs (mpirun, ssh, orted)",
     "last rank done -> mpirun exits (MPI/Horovod shutdown)",
@@ -59,7 +59,7 @@ def phases(result) -> list[float] | None:
     if None in marks:
         return None
     first_start, last_end = rank_times(result)
-    container_start = min(h.started_at for h in result.hosts)
+    container_start = result.gate_at or min(h.started_at for h in result.hosts)
     container_exit = max(h.finished_at for h in result.hosts)
     plan_at, ready_at, exited_at, released_at = marks
     return [plan_at - container_start, ready_at - plan_at, first_start - ready_at, exited_at - last_end,

@@ -8,10 +8,12 @@ end, as the ranks record them), as in benchmarks/launcher_overhead.py. Counts al
 a change in the machine's load hits every count. Every run prints the load average it ran under.
 
 Prints, per host count: median overhead of each launcher, the ratio, overhead per host, growth relative to the
-smallest count (linear growth would equal the host ratio), and this launcher's overhead by phase. Then the same
-overheads counted from the last container's start ("all hosts up"): the one Docker daemon of this machine starts
-a job's containers one after another, ~0.1 s apart even when they only sleep (container_start_spread.py), a wait
-that SageMaker's hosts, each starting its own container, do not have in this form.
+smallest count (linear growth would equal the host ratio), and this launcher's overhead by phase.
+
+--start-gate: every container's command waits at a gate until all the job's containers run, then all start at
+once, and the overhead counts from that moment. The one Docker daemon of this machine starts a job's containers
+one after another, ~0.1 s apart even when they only sleep (container_start_spread.py): without the gate that
+wait is in the overhead, which is what a launcher adds once every host is up only with it.
 
   python3 benchmarks/launcher_scale.py [--image sagemaker-mxnet-horovod:cpu [OTHER_IMAGE ...]]
       [--hosts 2 4 8 16] [--toolkit-hosts 2 4 8] [--repeat 2]
@@ -43,18 +45,21 @@ def load() -> str:
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def run_once(image: str, launcher: str, hosts: int, workdir: Path, ssh_dir: Path):
-    """(overhead in containers, program seconds, phases or None) of one successful job; raises otherwise."""
+def run_once(image: str, launcher: str, hosts: int, workdir: Path, ssh_dir: Path, start_gate: bool):
+    """(overhead, program seconds, phases or None, container starts) of one successful job; raises otherwise.
+    Overhead: from the first container's start (or the gate) to the last one's exit, minus the program's time."""
     hps = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code"}
     spec = JobSpec(image=image, hosts=hosts, hyperparameters=hps, code_dir=CODE, hostname_is_alias=True,
-                   timeout_s=900, timed_logs=True)
+                   timeout_s=900, timed_logs=True, start_gate=start_gate)
     if launcher == "toolkit":
         spec = as_toolkit_job(spec, ssh_dir)
     result = run_job(spec, workdir)
     if result.timed_out or any(code != 0 for code in result.exit_codes):
         raise RuntimeError(f"{launcher} job on {hosts} hosts failed:\n" + result.describe()[-6000:])
     program = program_seconds(result, ranks=hosts)
-    return result.container_seconds - program, program, phases(result) if launcher == "ours" else None, starts(result)
+    seconds = (max(h.finished_at for h in result.hosts) - result.gate_at if start_gate
+               else result.container_seconds)
+    return seconds - program, program, phases(result) if launcher == "ours" else None, starts(result)
 
 
 def starts(result) -> tuple[float, float]:
@@ -68,12 +73,10 @@ def cells(values) -> str:
     return "".join(f"{v:7.2f}" if v is not None else f"{'-':>7s}" for v in values)
 
 
-def summary(image: str, hosts_list: list, overhead: dict, overhead_up: dict, breakdown: dict,
-            start_spread: dict) -> None:
-    """One image's tables: this launcher's phases, then both launchers' overhead by host count, from the first
-    container's start and from the last's."""
-    def median(launcher, hosts, table=overhead):
-        runs = table.get((image, launcher, hosts))
+def summary(image: str, hosts_list: list, overhead: dict, breakdown: dict, start_spread: dict) -> None:
+    """One image's tables: this launcher's phases, then both launchers' overhead by host count."""
+    def median(launcher, hosts):
+        runs = overhead.get((image, launcher, hosts))
         return statistics.median(runs) if runs else None
 
     print(f"\n{image}: this launcher's overhead in containers, by phase (median seconds):")
@@ -95,13 +98,6 @@ def summary(image: str, hosts_list: list, overhead: dict, overhead_up: dict, bre
               + (f"{growth:6.2f}x (n {hosts / base:4.1f}x)" if growth is not None else f"{'-':>13s}") + " "
               + (f"{toolkit:12.1f}" if toolkit is not None else f"{'-':>12s}") + " "
               + (f"{toolkit / ours:14.1f}x" if toolkit is not None and ours else f"{'-':>15s}"))
-    print(f"from the last container's start (all hosts up):\n{'hosts':>5s} {'this launcher (s)':>18s} "
-          f"{'toolkit (s)':>12s} {'toolkit / this':>15s}")
-    for hosts in hosts_list:
-        ours, toolkit = median("ours", hosts, overhead_up), median("toolkit", hosts, overhead_up)
-        print(f"{hosts:5d} " + (f"{ours:18.2f} " if ours is not None else f"{'-':>18s} ")
-              + (f"{toolkit:12.1f}" if toolkit is not None else f"{'-':>12s}") + " "
-              + (f"{toolkit / ours:14.1f}x" if toolkit is not None and ours else f"{'-':>15s}"))
 
 
 def main() -> int:
@@ -112,15 +108,18 @@ def main() -> int:
     parser.add_argument("--toolkit-hosts", type=int, nargs="*", default=[2, 4, 8],
                         help="counts to run the toolkit at (its overhead is ~35 s of fixed sleeps per job)")
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--start-gate", action="store_true",
+                        help="start every host's launcher at once, after all containers run; count from then")
     args = parser.parse_args()
 
     overhead: dict = {}  # (image, launcher, hosts) -> [seconds]
-    overhead_up: dict = {}  # the same from the last container's start
     program_time: dict = {}  # (image, launcher, hosts) -> [the program's own seconds: rank start and import in it]
     breakdown: dict = {}  # (image, hosts) -> [phases]
     start_spread: dict = {}  # (image, hosts) -> [(first start -> master start, first -> last start)] (ours)
     failures = []
-    print(f"load average at the start: {load()} (1/5/15 min); {os.cpu_count()} cores", flush=True)
+    print(f"load average at the start: {load()} (1/5/15 min); {os.cpu_count()} cores; overhead counted from "
+          + ("the start gate (every launcher starts at once)" if args.start_gate else "the first container's start"),
+          flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         ssh_dir = make_ssh_dir(Path(tmp) / "ssh")
         for round_ in range(args.repeat):
@@ -133,13 +132,13 @@ def main() -> int:
                         what = f"round {round_ + 1} {image} {launcher:7s} {hosts:2d} hosts"
                         try:
                             seconds, program, split, spread = run_once(
-                                image, launcher, hosts, Path(tmp) / f"{n}-{launcher}-{hosts}-{round_}", ssh_dir)
+                                image, launcher, hosts, Path(tmp) / f"{n}-{launcher}-{hosts}-{round_}", ssh_dir,
+                                args.start_gate)
                         except RuntimeError as error:
                             failures.append(str(error))
                             print(f"{what}: FAILED (load {before})\n{error}", flush=True)
                             continue
                         overhead.setdefault((image, launcher, hosts), []).append(seconds)
-                        overhead_up.setdefault((image, launcher, hosts), []).append(seconds - spread[1])
                         program_time.setdefault((image, launcher, hosts), []).append(program)
                         if split:
                             breakdown.setdefault((image, hosts), []).append(split)
@@ -150,7 +149,7 @@ def main() -> int:
                               "the first", flush=True)
 
     for image in args.image:
-        summary(image, args.hosts, overhead, overhead_up, breakdown, start_spread)
+        summary(image, args.hosts, overhead, breakdown, start_spread)
     if len(args.image) > 1:
         first = args.image[0]
         for name, table in (("overhead", overhead), ("program's own time", program_time)):

@@ -18,6 +18,7 @@ Used by the integration tests, `make demo` and the benchmarks (import run_job). 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import secrets
@@ -57,6 +58,7 @@ class JobResult:
     fault_at: float | None = None  # epoch seconds when `during` injected its fault (RunningJob.mark_fault)
     during_error: str | None = None  # what went wrong inside `during`, if anything
     submitted_at: float | None = None  # epoch seconds just before the first `docker run`
+    gate_at: float | None = None  # epoch seconds when JobSpec.start_gate let every host's command start
 
     @property
     def run_seconds(self) -> float | None:
@@ -128,6 +130,9 @@ class JobSpec:
     # {"train": ["algo-1", "algo-2"], "data": ["algo-3"]}); empty: the one group homogeneousCluster, as SageMaker
     # writes for a homogeneous job.
     instance_groups: dict = field(default_factory=dict)
+    # Every host's command waits at a FIFO until all containers run, then all start at once, as hosts provisioned
+    # in parallel do (the one Docker daemon here starts containers ~0.1 s apart). JobResult.gate_at says when.
+    start_gate: bool = False
 
 
 def host_names(count: int) -> list:
@@ -330,21 +335,27 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None) -> JobResu
             set_up_host(workdir / host, spec, host, hosts, stop_feeding)
         submitted_at = time.time()
         start_containers(spec, workdir, hosts, network, subnet, handle)
+        gate_at = open_start_gate(spec, workdir, hosts, handle, started_at) if spec.start_gate else None
         during_errors = start_during(spec, handle)
         exit_times, timed_out = wait_for_exits(spec, hosts, handle, started_at)
         results = [host_result(spec, host, workdir / host, handle.containers.get(host), exit_times.get(host))
                    for host in hosts]
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
         return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None,
-                         submitted_at)
+                         submitted_at, gate_at)
     finally:
         stop_feeding.set()
         remove_job(handle, network, workdir, hosts)
 
 
+START_GATE = "start-gate"  # in each host's /opt/ml, with JobSpec.start_gate
+
+
 def set_up_host(root: Path, spec: JobSpec, host: str, hosts: list, stop_feeding: threading.Event) -> None:
     """The host's /opt/ml: config files, the code, and a feeder thread for each Pipe-mode channel."""
     prepare_host(root, spec, host, hosts)
+    if spec.start_gate:
+        os.mkfifo(root / START_GATE)
     if spec.code_dir:
         shutil.copytree(spec.code_dir, root / "code", dirs_exist_ok=True)
     data_dir = root / "input" / "data"
@@ -406,7 +417,10 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["-v", f"{volume}:{target}"]
     for key, value in spec.env.items():
         args += ["-e", f"{key}={value}"]
-    return [*args, spec.image, *spec.command]
+    command = list(spec.command)
+    if spec.start_gate:
+        command = ["sh", "-c", f'read -r _ < /opt/ml/{START_GATE} && exec "$@"', START_GATE, *command]
+    return [*args, spec.image, *command]
 
 
 def resolve_late(cid: str, host: str, network: str, address: str, gateway: str, delay: float,
@@ -418,6 +432,35 @@ def resolve_late(cid: str, host: str, network: str, address: str, gateway: str, 
     docker("network", "connect", "--alias", host, "--ip", address, network, cid, check=False)
     if keep_eth0:
         keep_interface_name(cid, address, gateway)
+
+
+def open_start_gate(spec: JobSpec, workdir: Path, hosts: list, handle: RunningJob, started_at: float) -> float:
+    """Once every host's command waits at its gate (a FIFO it opened for reading), let them all through at once;
+    returns that moment (epoch seconds)."""
+    writers: dict = {}
+    pending = [h for h in hosts if h not in spec.skip_hosts]
+    try:
+        while pending:
+            if handle.start_errors:
+                raise RuntimeError(f"a container did not start: {handle.start_errors[0]}")
+            if time.monotonic() > started_at + spec.timeout_s:
+                raise RuntimeError(f"the start gate: {', '.join(pending)} never reached it")
+            for host in list(pending):
+                try:
+                    writers[host] = os.open(workdir / host / START_GATE, os.O_WRONLY | os.O_NONBLOCK)
+                    pending.remove(host)
+                except OSError as error:
+                    if error.errno != errno.ENXIO:
+                        raise
+            if pending:
+                time.sleep(0.01)  # a FIFO's writer cannot wait for its reader with a deadline: ENXIO until then
+        gate_at = time.time()
+        for fd in writers.values():
+            os.write(fd, b"go\n")
+        return gate_at
+    finally:
+        for fd in writers.values():
+            os.close(fd)
 
 
 def start_during(spec: JobSpec, handle: RunningJob) -> list:
