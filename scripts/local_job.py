@@ -443,6 +443,9 @@ def open_start_gate(spec: JobSpec, workdir: Path, hosts: list, handle: RunningJo
         while pending:
             if handle.start_errors:
                 raise RuntimeError(f"a container did not start: {handle.start_errors[0]}")
+            gone = [h for h in pending if h in handle.exited]
+            if gone:
+                raise RuntimeError(f"the start gate: {', '.join(gone)} exited before reaching it")
             if time.monotonic() > started_at + spec.timeout_s:
                 raise RuntimeError(f"the start gate: {', '.join(pending)} never reached it")
             for host in list(pending):
