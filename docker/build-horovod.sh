@@ -32,15 +32,14 @@ case $flavor in
 esac
 
 # From its source release, patched: docker/horovod-enqueue-name.patch says why. The patch must apply exactly
-# (no fuzz), so a new Horovod version fails here until the patch is reviewed.
+# (apply-patch.sh), so a new Horovod version fails here until the patch is reviewed.
 apt-get update
 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends patch
 rm -rf /var/lib/apt/lists/*
 src=/tmp/build/horovod-src
 pip download --no-deps --no-binary horovod --dest "$src" "horovod==${HOROVOD_VERSION:?}"
 tar -xzf "$src/horovod-${HOROVOD_VERSION}.tar.gz" -C "$src"
-patch --directory="$src/horovod-${HOROVOD_VERSION}" --strip=1 --forward --batch --fuzz=0 \
-  --no-backup-if-mismatch --input="$(dirname "$0")/horovod-enqueue-name.patch"
+"$(dirname "$0")/apply-patch.sh" "$src/horovod-${HOROVOD_VERSION}" "$(dirname "$0")/horovod-enqueue-name.patch"
 env "${build_env[@]}" pip install --no-cache-dir --no-build-isolation "$src/horovod-${HOROVOD_VERSION}"
 rm -rf "$src"
 find /opt/venv -name '*.so' -path '*/horovod/*' -exec strip --strip-unneeded {} +

@@ -16,11 +16,8 @@ case $flavor in
 esac
 patch_file=$(dirname "$0")/mxnet-lazy-imports.patch
 
-# patch(1) was installed in this stage by build-horovod.sh (only /opt/venv reaches the image).
-command -v patch >/dev/null || { echo "mxnet-lazy-imports.sh: no patch(1); build-horovod.sh installs it" >&2; exit 1; }
-
 site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-patch --directory="$site" --strip=1 --forward --batch --fuzz=0 --no-backup-if-mismatch --input="$patch_file"
+"$(dirname "$0")/apply-patch.sh" "$site" "$patch_file"
 # The bytecode of the patched files, as pip wrote it for the rest (the image never writes bytecode at run time).
 mapfile -t patched < <(sed -n 's|^+++ b/||p' "$patch_file")
 (cd "$site" && python -m compileall -q "${patched[@]}")
