@@ -72,8 +72,13 @@ def script_text(name: str) -> str:
 
 
 def executed_scripts(run: str) -> list[str]:
-    """The docker/ scripts a RUN executes (pip-preflight.sh is sourced, not executed)."""
-    return [name for name in re.findall(r"(?<!\. )/(?:tmp/build|mnt)/([\w-]+\.sh)\b", run)]
+    """The docker/ scripts a RUN executes (pip-preflight.sh is sourced, not executed), and those they run from
+    beside themselves (`"$(dirname "$0")/apply-patch.sh"`)."""
+    found = re.findall(r"(?<!\. )/(?:tmp/build|mnt)/([\w-]+\.sh)\b", run)
+    for name in found:  # grows while it is read: a called script may call another
+        found += [called for called in re.findall(r'"\$\(dirname "\$0"\)/([\w-]+\.sh)"', script_text(name))
+                  if called not in found]
+    return found
 
 
 def dockerfile_args() -> dict[str, str]:
