@@ -59,7 +59,7 @@ def phases(result) -> list[float] | None:
     if None in marks:
         return None
     first_start, last_end = rank_times(result)
-    container_start = result.gate_at or min(h.started_at for h in result.hosts)
+    container_start = result.hosts_started_at
     container_exit = max(h.finished_at for h in result.hosts)
     plan_at, ready_at, exited_at, released_at = marks
     return [plan_at - container_start, ready_at - plan_at, first_start - ready_at, exited_at - last_end,

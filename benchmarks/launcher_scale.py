@@ -57,9 +57,7 @@ def run_once(image: str, launcher: str, hosts: int, workdir: Path, ssh_dir: Path
     if result.timed_out or any(code != 0 for code in result.exit_codes):
         raise RuntimeError(f"{launcher} job on {hosts} hosts failed:\n" + result.describe()[-6000:])
     program = program_seconds(result, ranks=hosts)
-    seconds = (max(h.finished_at for h in result.hosts) - result.gate_at if start_gate
-               else result.container_seconds)
-    return seconds - program, program, phases(result) if launcher == "ours" else None, starts(result)
+    return result.container_seconds - program, program, phases(result) if launcher == "ours" else None, starts(result)
 
 
 def starts(result) -> tuple[float, float]:

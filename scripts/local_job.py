@@ -72,11 +72,17 @@ class JobResult:
         return self.hosts[0]
 
     @property
-    def container_seconds(self) -> float | None:
-        """First container start to last container exit, by docker's clock: no harness latency in it."""
+    def hosts_started_at(self) -> float | None:
+        """When the job began: its start gate if it had one (JobSpec.start_gate), else the first container's
+        start, by docker's clock."""
         starts = [h.started_at for h in self.hosts if h.started_at]
+        return self.gate_at or (min(starts) if starts else None)
+
+    @property
+    def container_seconds(self) -> float | None:
+        """hosts_started_at to the last container's exit, by docker's clock: no harness latency in it."""
         ends = [h.finished_at for h in self.hosts if h.finished_at]
-        return max(ends) - min(starts) if starts and ends else None
+        return max(ends) - self.hosts_started_at if self.hosts_started_at and ends else None
 
     @property
     def exit_codes(self) -> list:
