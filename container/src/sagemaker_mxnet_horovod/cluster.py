@@ -182,7 +182,7 @@ def announce(workers, port: int = ANNOUNCE_PORT) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for host in workers:
             try:
-                sock.sendto(b"", (socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_DGRAM)[0][4][0], port))
+                sock.sendto(b"", (ipv4_address(host), port))
             except OSError:
                 pass
 
@@ -388,7 +388,16 @@ class Master:
 # Worker side.
 
 
-def retry_delays(fast_s: float = 0.05, fast_for_s: float = 5.0, slowest_s: float = 1.0):
+# For this long after a worker starts trying, the master is at most moments away: every host of a job starts at
+# about the same time. Retries are quick then, and patient after (retry_delays, connect_timeout).
+PEERS_START_TOGETHER_S = 5.0
+
+
+def ipv4_address(host: str) -> str:
+    return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+
+
+def retry_delays(fast_s: float = 0.05, fast_for_s: float = PEERS_START_TOGETHER_S, slowest_s: float = 1.0):
     """Pauses between attempts to reach a peer: every host of a job starts at about the same time, so for
     the first seconds the peer is at most moments away and a short pause costs nothing (doubling from the
     first try can leave a worker asleep for most of a second after the master starts listening); after that
@@ -406,7 +415,7 @@ def resolve(host: str, deadline: float) -> str:
     delays = retry_delays()
     while True:
         try:
-            return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
+            return ipv4_address(host)
         except socket.gaierror as error:
             delay = next(delays)
             if time.monotonic() + delay > deadline:
@@ -414,7 +423,8 @@ def resolve(host: str, deadline: float) -> str:
         time.sleep(delay)  # nothing to await: DNS has no change notification
 
 
-def connect_timeout(trying_for_s: float, fast_s: float = 0.2, fast_for_s: float = 5.0, slow_s: float = 5.0) -> float:
+def connect_timeout(trying_for_s: float, fast_s: float = 0.2, fast_for_s: float = PEERS_START_TOGETHER_S,
+                    slow_s: float = 5.0) -> float:
     """How long one attempt to connect may take. A SYN the peer's host drops (its container not on the network
     yet, its listen queue full) is resent by the kernel only after 1 s, then 3 s: measured at 4 hosts, a worker
     that started 0.3 s before the master connected a whole second late. While hosts start together an attempt
