@@ -11,6 +11,7 @@ import warnings
 
 from sagemaker_mxnet_horovod.coco_categories import COCO_CLASS_NAMES
 
+from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.files import atomic_save, atomic_write_json
 from mxnet_programs.metrics import format_metrics
@@ -302,7 +303,10 @@ def main(model, argv=None):
         env = sm.dist_env()
         cli.check_distribution(config.horovod, env)
         # Everything up to the Session is local: a bad input fails on every rank before MPI is initialised.
-        train_data, val_data = inputs.load_inputs(model, config)
+        # Local rank 0 reads and checks the channels for its host's ranks: one read of the annotations per host
+        # (a FastFile channel streams each first read from S3).
+        train_data, val_data = host_once.once_per_host(
+            "rcnn-inputs", lambda: inputs.load_inputs(model, config), env, "read and check the input channels", stop)
         shard = inputs.train_shard(config, env, val_data, sm.input_data_config())
         sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
         pretrained_path = prepare_mxnet(config, env)
