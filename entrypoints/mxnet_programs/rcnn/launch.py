@@ -6,6 +6,15 @@ library only and self-contained. What a launch module may declare, each optional
 """
 
 # The GPU memory and engine settings the R-CNN blog and GluonCV's Horovod scripts tuned for V100s.
+# First-step costs on GPUs (not measured: no GPU here):
+#   * MXNET_CUDNN_AUTOTUNE_DEFAULT=0: cuDNN autotuning benchmarks every convolution's algorithms the first time it
+#     sees an input shape, and MXNet caches the choice per shape in the process only. R-CNN's input shape is each
+#     image's resized size (aspect ratios vary, --short may be a range), so autotuning would run again on nearly
+#     every new image all through training, not once; MXNet's heuristic choice is kept instead.
+#   * MXNet's pointwise fusion (MXNET_USE_FUSION, on by default) compiles each fused kernel with NVRTC once per
+#     process (kept in memory) and the driver JIT-compiles its PTX into CUDA's JIT cache (~/.nv/ComputeCache, shared
+#     by the host's ranks): nothing to set per program. Keeping that cache across warm-pool jobs (CUDA_CACHE_PATH)
+#     is the launcher's to set, next to its warm-pool MXNET_HOME.
 _GPU_MXNET = (
     ("MXNET_GPU_MEM_POOL_TYPE", "Round"),
     ("MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "28"),
