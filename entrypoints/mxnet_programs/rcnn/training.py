@@ -5,6 +5,7 @@ Epochs are counted from 0, in code and in the log lines (``epoch=0 iter=1 ...``)
 ``iter`` counts the iterations done in the current epoch (1-based).
 """
 
+import dataclasses
 import os
 import time
 import warnings
@@ -172,7 +173,8 @@ class RcnnTraining:
               f"base_lr={config.lr:g}/{cli.LR_REFERENCE_BATCH}img effective_lr={self.base_lr:g} "
               f"train_images={len(self.train_ds)} iterations_per_epoch={self.steps} "
               f"val_images={len(self.val_ds) if self.val_ds is not None else 0} short={config.short} "
-              f"max_size={config.max_size} pretrained_base={self.pretrained_path or False}")
+              f"max_size={config.max_size} pretrained_base={self.pretrained_path or False} "
+              f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
         s.log(f"{model.prog}: {self.shard.describe()}")
         if self.val_data is not None:
@@ -310,6 +312,11 @@ def main(model, argv=None):
         shard = inputs.train_shard(config, env, val_data, sm.input_data_config())
         sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
         pretrained_path = prepare_mxnet(config, env)
+        if config.num_workers is None:
+            import mxnet as mx
+
+            workers = cli.default_loader_workers(mx.context.num_gpus(), env.local_size, len(os.sched_getaffinity(0)))
+            config = dataclasses.replace(config, num_workers=workers)
         session = Session(model.prog, env, stop, use_horovod=config.horovod)
         RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
 
