@@ -44,8 +44,9 @@ CONFIGURATIONS = {  # name -> (environment, hyperparameters)
     "OMP_NUM_THREADS=1, 1 worker": ({"OMP_NUM_THREADS": "1"}, {"num-workers": "1"}),
     "OMP_NUM_THREADS=1, 0 workers": ({"OMP_NUM_THREADS": "1"}, {"num-workers": "0"}),
 }
-PHASES = ("python", "program imports", "read data", "import mxnet + gluoncv", "horovod init", "build net",
-          "datasets + transforms", "resume check", "broadcast", "to epoch 1 start")
+PHASES = ("python", "program imports", "read data", "import mxnet + gluoncv", "horovod init", "get_model + initialize",
+          "first forward (256 px)", "build net", "datasets + transforms", "resume check", "broadcast",
+          "to epoch 1 start")
 
 
 def run(model: str, name: str, image: str, data: Path, workdir: Path, args) -> dict:

@@ -6,7 +6,8 @@ Each rank writes its record to /opt/ml/output/data/first-steps-rank<R>.json when
 
 Phases (wall time between two marks on this rank): python (the interpreter's start to this file's first line),
 program imports, read data (the channel read and checked), import mxnet + gluoncv (and the backbone check), horovod
-init, build net (GluonCV's get_model, initialisation, one forward pass at 256 px), datasets + transforms, resume
+init, GluonCV's get_model + initialisation, the first forward pass (256 px, every parameter's shape), the rest of
+build net, datasets + transforms, resume
 check, broadcast, to epoch 1 start. Iterations: for each, the wait for its batch from the DataLoader and the training
 step itself (forward, losses, backward, optimizer step: the step ends with the losses read back, so it is waited for).
 """
@@ -59,6 +60,8 @@ mark("program imports")
 wrap(inputs, "train_shard", after=lambda *_: mark("read data"))
 wrap(session, "import_horovod", before=lambda *_: mark("import mxnet + gluoncv"),
      after=lambda *_: mark("horovod init"))
+wrap(training.RcnnTraining, "materialize", before=lambda *_: mark("get_model + initialize"),
+     after=lambda *_: mark("first forward (256 px)"))
 wrap(training.RcnnTraining, "build_net", after=lambda *_: mark("build net"))
 wrap(training.RcnnTraining, "build_data", after=lambda *_: mark("datasets + transforms"))
 wrap(session.Session, "resume", after=lambda *_: mark("resume check"))

@@ -61,6 +61,7 @@ def main():
     train_ds, _ = data.make_datasets(model, channel, None, gluoncv.data)
     net = gluoncv.model_zoo.get_model(model.model_name(args.network, args.use_fpn), pretrained=False,
                                       pretrained_base=False, per_device_batch_size=1)
+    net.initialize()  # the transforms read the RPN's anchors (constants) from the net
     train_tf, batchify, _, _ = model.transforms(net, args.short, args.short, args.max_size, args.use_fpn, 1)
     count = min(args.images, len(train_ds))
     common = {"model": args.model, "images": count, "short": args.short, "max_size": args.max_size,
