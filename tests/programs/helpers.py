@@ -11,7 +11,7 @@ from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem
 from mxnet_programs.sagemaker_env import DistEnv
-from sagemaker_mxnet_horovod import datatool
+from sagemaker_mxnet_data import synth_data
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -36,7 +36,7 @@ def horovod_problem():
 
 
 def make_mnist(out_dir, train, test, seed=0, fmt="idx"):
-    code = datatool.main(["mnist", str(out_dir), "--train", str(train), "--test", str(test),
+    code = synth_data.main(["mnist", str(out_dir), "--train", str(train), "--test", str(test),
                           "--seed", str(seed), "--format", fmt])
     assert code == 0
     return Path(out_dir)

@@ -13,7 +13,7 @@ import time
 import pytest
 from mxnet_programs import mnist_data
 from mxnet_programs.mnist import METRIC_DEFINITIONS, build_net
-from sagemaker_mxnet_horovod import datatool
+from sagemaker_mxnet_data import synth_data
 
 from programs.helpers import (
     DEV_VENV_REASON,
@@ -61,7 +61,7 @@ def load_exported(model_dir):
 
 
 def accuracy_of(mx, net, data_dir):
-    images, labels = datatool.read_dataset(str(data_dir / "test"))
+    images, labels = synth_data.read_dataset(str(data_dir / "test"))
     x = mx.nd.array(images.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0)
     predicted = net(x).argmax(axis=1).asnumpy()
     return float((predicted == labels).mean())
@@ -152,7 +152,7 @@ def test_resume_continues_at_the_next_epoch(tiny_mnist, tmp_path):
     mx, exported = load_exported(tmp_path / "model")
     from_checkpoint = build_net(mx)
     from_checkpoint.load_parameters(str(tmp_path / "checkpoints" / "checkpoint-epoch-0003.params"))
-    images, _ = datatool.read_dataset(str(tiny_mnist / "test"))
+    images, _ = synth_data.read_dataset(str(tiny_mnist / "test"))
     x = mx.nd.array(images[:50].reshape(-1, 1, 28, 28).astype(np.float32) / 255.0)
     np.testing.assert_allclose(exported(x).asnumpy(), from_checkpoint(x).asnumpy(), rtol=1e-5, atol=1e-5)
 
@@ -204,7 +204,7 @@ def test_sigterm_checkpoints_mid_epoch_exits_143_and_resumes_there(small_mnist, 
 def test_pipe_mode_single_process_reads_one_fifo_per_epoch(trained, tiny_mnist, tmp_path):
     """One process, channel `train` in Pipe mode: FIFOs train_0, train_1, train_2 (one per epoch)."""
     rec = tmp_path / "rec"
-    assert datatool.main(["shard", str(tiny_mnist / "train"), str(rec), "--shards", "1"]) == 0
+    assert synth_data.main(["shard", str(tiny_mnist / "train"), str(rec), "--shards", "1"]) == 0
     workdir = tmp_path / "job"
     feeder = PipeFeeder(workdir / "input" / "data", {"train": rec / "train_0" / "train_0.rec"}, passes=3)
     config = {"train": {"TrainingInputMode": "Pipe"}, "test": {"TrainingInputMode": "File"}}

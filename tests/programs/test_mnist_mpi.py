@@ -7,7 +7,7 @@ import signal
 import time
 
 import pytest
-from sagemaker_mxnet_horovod import datatool
+from sagemaker_mxnet_data import synth_data
 
 from programs.helpers import PipeFeeder, channels_env, input_config, rank_pids, run_mnist, start_mnist
 
@@ -66,8 +66,8 @@ def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_then_resume(small_mnist
 @pytest.mark.slow
 def test_pipe_mode_two_ranks_read_their_own_fifos(small_mnist, tmp_path):
     shards = tmp_path / "shards"
-    assert datatool.main(["shard", str(small_mnist / "train"), str(shards), "--shards", "2"]) == 0
-    assert datatool.main(["shard", str(small_mnist / "test"), str(shards), "--shards", "2",
+    assert synth_data.main(["shard", str(small_mnist / "train"), str(shards), "--shards", "2"]) == 0
+    assert synth_data.main(["shard", str(small_mnist / "test"), str(shards), "--shards", "2",
                           "--channel", "test"]) == 0
     workdir = tmp_path / "job"
     sources = {f"{channel}_{r}": shards / f"{channel}_{r}" / f"{channel}_{r}.rec"

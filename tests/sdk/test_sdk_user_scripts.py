@@ -21,7 +21,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from sagemaker_mxnet_horovod.config import Paths, parse_training_config
+from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
 from sdk_support import GENERATIONS, offline_environment, sdk_python
 
 HERE = Path(__file__).resolve().parent

@@ -12,9 +12,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import unit_paths
 from live_output import wait_for_line
 
-SRC = Path(__file__).resolve().parents[2] / "container" / "src"
+SRC = unit_paths.SRC
 
 
 def job(tmp_path, script: str, hps=None) -> Path:
@@ -116,7 +117,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     code, stdout, stderr = train(base, "--dry-run")
     assert code == 0, stderr
     assert "role: single" in stdout and f"program: train.py from {base / 'code'}" in stdout
-    assert "sagemaker_mxnet_horovod.rank_env" in stdout
+    assert "sagemaker_mxnet_horovod.act.rank_env" in stdout
     assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]
     assert failure(base) == ["old reason"] and sorted(p.name for p in (base / "code").iterdir()) == ["train.py"]
 

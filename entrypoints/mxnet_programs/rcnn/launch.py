@@ -1,6 +1,6 @@
 """How the launcher starts the R-CNN programs (faster_rcnn, mask_rcnn): their launch rules, next to their code.
 
-The launcher's planner loads this file by its path (sagemaker_mxnet_horovod.programs), so it stays standard
+The launcher's planner loads this file by its path (sagemaker_mxnet_horovod.parse.launch_rules), so it stays standard
 library only and self-contained. What a launch module may declare, each optional, is documented there
 (LaunchRules) and in docs/launcher.md.
 """

@@ -9,7 +9,7 @@ import os
 import time
 import warnings
 
-from sagemaker_mxnet_horovod.coco_categories import COCO_CLASS_NAMES
+from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
 
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.files import atomic_save, atomic_write_json

@@ -1,7 +1,7 @@
 """Helpers for the R-CNN program tests (inside the image: `make image-tests`).
 
 Everything runs for real: the entrypoints as subprocesses (under mpirun for the 2-rank tests) on tiny
-synthetic COCO data written by sagemaker_mxnet_horovod.synthetic_coco. Nothing is downloaded: the
+synthetic COCO data written by sagemaker_mxnet_data.synthetic_coco. Nothing is downloaded: the
 models are built with --pretrained-base false, and the one test of the download path points GluonCV's
 model store at a closed local port.
 """

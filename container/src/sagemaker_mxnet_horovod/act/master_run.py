@@ -1,0 +1,127 @@
+"""The host that runs the job's command, in named steps: gather the workers (the MPI master only), start the
+job with its watches, wait for it, diagnose how it ended, release the workers with the outcome.
+
+The same run serves a single-process host (no workers to gather or release). Failures stay records (a Failure)
+until cli.py writes the one the run returns.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sagemaker_mxnet_horovod.act.cluster.master import Master
+from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
+from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
+from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_signals
+from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
+from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
+from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
+from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
+from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.plan.job_plan import Plan
+
+DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
+# After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the
+# crashed thread, which can hang in a library's exit handler; mpirun then waits for that rank forever.
+CRASH_EXIT_GRACE_S = 30.0
+
+
+def log(message: str) -> None:
+    print(f"train: {message}", file=sys.stderr, flush=True)
+
+
+class MasterRun:
+    def __init__(self, plan: Plan, env: dict, bind_address: str, failure_file: Path):
+        self.plan, self.failure_file = plan, failure_file
+        self.stall_log = StallLog()
+        self.crash_log = CrashLog(on_first_report=self.on_crash_report)
+        self.job = Job(plan.command, env, tagged=plan.use_mpi,
+                       stderr_observers=(self.stall_log.observe, self.crash_log.observe))
+        self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
+                               deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
+
+    def run(self) -> Outcome:
+        failure = self.gather()
+        if failure is None:
+            self.start()
+            failure = self.diagnose(self.wait())
+            self.release(failure)
+        return Outcome(failure, tuple(sorted(self.cluster.user_failures.items())) if self.cluster else ())
+
+    def gather(self) -> Failure | None:
+        """Every worker checked in, its sshd up with the job's key (none without workers)."""
+        if not self.cluster:
+            return None
+        started = time.monotonic()
+        key = generate_key(Path(self.plan.run_dir) / "id_ed25519")
+        try:
+            # No separate ssh check: it cost a round trip per job, and mpirun's own ssh error, when there is
+            # one, becomes the first line of the failure file.
+            self.cluster.gather(key)
+        except ClusterError as error:
+            message = f"cluster setup failed on master {self.plan.current_host}: {error}"
+            self.cluster.finish(EXIT_FAILED, message)
+            return Failure(message, EXIT_FAILED, host=self.plan.current_host)
+        except StopRequested as stop:
+            self.cluster.finish(EXIT_STOPPED, f"stopped by {stop} during cluster setup")
+            return Failure(f"stopped by {stop} while waiting for workers", EXIT_STOPPED, host=self.plan.current_host)
+        log(f"{len(self.plan.workers)} worker(s) ready in {time.monotonic() - started:.2f} s")
+        return None
+
+    def start(self) -> None:
+        """The job's command, with SIGTERM forwarded to it and the watches on the workers armed."""
+        cluster = self.cluster
+        forward_stop_signals(self.job, on_stop=cluster.broadcast_stop if cluster else None)
+        if cluster:
+            cluster.on_worker_lost = lambda host, how: self.job.abort(f"worker {host} {how}")
+            cluster.on_daemon_exited = self.on_daemon_exited
+        self.started = time.monotonic()
+        self.job.start()
+        if cluster:
+            threading.Thread(target=self.watch_launch, daemon=True).start()
+
+    def wait(self) -> JobResult:
+        result = self.job.wait()
+        log(f"job {describe_exit(result.returncode)} after {time.monotonic() - self.started:.1f} s")
+        return result
+
+    def diagnose(self, result: JobResult) -> Failure | None:
+        return job_failure(Evidence(self.plan, result, self.stall_log, self.crash_log))
+
+    def release(self, failure: Failure | None) -> None:
+        """Tell every worker the outcome; each answers with what its user's program wrote to its failure file."""
+        if not self.cluster:
+            return
+        released = time.monotonic()
+        code = failure.exit_code if failure else 0
+        self.cluster.finish(code, failure.render() if failure else None,
+                            user_failure=read_user_failure(self.failure_file) if code else None)
+        log(f"{len(self.plan.workers)} worker(s) released in {time.monotonic() - released:.2f} s")
+
+    # -----------------------------------------------------------------------------------------------------
+    # Watches: the launcher ends a job that mpirun alone would leave hanging.
+
+    def on_crash_report(self, rank: int) -> None:
+        def reason() -> str:
+            crash = self.crash_log.crash(rank)
+            host = rank_host(self.plan.rank_hosts, rank, self.plan.current_host)
+            return (f"rank {rank} on {host} crashed" + (f" with {crash.describe()}" if crash else "")
+                    + f" and the job had not ended {CRASH_EXIT_GRACE_S:g} s later (a crash handler hung while "
+                    "exiting): the launcher stopped it")
+        self.job.abort_later(CRASH_EXIT_GRACE_S, reason)
+
+    def on_daemon_exited(self, host: str) -> None:
+        # At the job's end mpirun exits within moments of its daemons; one that died mid-job leaves mpirun
+        # waiting forever.
+        self.job.abort_later(DAEMON_EXIT_GRACE_S, f"mpirun's daemon on {host} exited and mpirun was still waiting "
+                             f"for it {DAEMON_EXIT_GRACE_S:g} s later: orted died there without mpirun noticing")
+
+    def watch_launch(self) -> None:
+        timeout = self.plan.peer_timeout_s
+        missing = self.cluster.wait_launched(self.started + timeout)
+        if missing:
+            self.job.abort(f"mpirun started no MPI daemon on {', '.join(missing)} within {timeout:g} s "
+                           "(mpi_peer_timeout_s): ssh or orted failed there without mpirun noticing")

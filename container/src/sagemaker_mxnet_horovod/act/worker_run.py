@@ -1,0 +1,52 @@
+"""A worker host of an MPI job: run sshd for the master's mpirun, check in, and end as the job ended on the
+master. SIGTERM before the job starts ends it at once; after, this host's ranks get it to checkpoint and the
+worker waits for the master's verdict."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
+from sagemaker_mxnet_horovod.act.cluster.worker import serve_master
+from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
+from sagemaker_mxnet_horovod.act.outcome_files import Outcome
+from sagemaker_mxnet_horovod.diagnose.failure import Failure
+from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.plan.job_plan import Plan
+
+
+def run_worker(plan: Plan, paths: Paths, bind_address: str) -> Outcome:
+    stop_requested = threading.Event()
+    ready = threading.Event()
+
+    def on_signal(signum, _frame):
+        if not ready.is_set():
+            raise StopRequested(signal.Signals(signum).name)
+        # SageMaker stops every host at once: let this host's ranks checkpoint, then wait for the master.
+        signal_local_ranks(signum)
+        stop_requested.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    host = plan.current_host
+    sshd = Sshd(Path(plan.run_dir), bind_address or None)
+    try:
+        ready.set()  # from here the worker waits for the master's verdict even when stopped
+        outcome = serve_master(plan.master_host, plan.handshake_port, host, sshd,
+                               time.monotonic() + plan.peer_timeout_s, stop_requested, paths.failure_file)
+    except ClusterError as error:
+        return Outcome(Failure(f"worker {host}: {error}", host=host))
+    except StopRequested as stop:
+        return Outcome(Failure(f"worker {host} stopped by {stop} before the job started", EXIT_STOPPED, host=host))
+    finally:
+        sshd.stop()
+    if outcome.exit_code:
+        return Outcome(Failure(f"worker {host}: {outcome.failure}", outcome.exit_code, host=host),
+                       ((plan.master_host, outcome.master_user_failure),))
+    print(f"train: job finished on {plan.master_host}; worker {host} done", file=sys.stderr, flush=True)
+    return Outcome()
