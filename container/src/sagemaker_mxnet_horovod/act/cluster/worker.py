@@ -3,6 +3,7 @@ on this host, and wait for the job's outcome, handing each of the master's messa
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import time
@@ -118,7 +119,7 @@ class WorkerSession:
         raise ClusterError(f"the master {self.master} rejected this worker: {message.get('message')}")
 
     def on_stop(self, message: dict) -> None:
-        signal_local_ranks(int(message.get("signal", 15)))
+        signal_local_ranks(int(message.get("signal", signal.SIGTERM)))
 
     def on_heartbeat(self, message: dict) -> None:
         self.last_heard = time.monotonic()
