@@ -19,6 +19,8 @@ from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_s
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, peak_line, report_now
+from sagemaker_mxnet_horovod.diagnose.memory import read_memory
 from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
 from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
@@ -36,6 +38,8 @@ def log(message: str) -> None:
 class MasterRun:
     def __init__(self, plan: Plan, env: dict, bind_address: str, failure_file: Path):
         self.plan, self.failure_file = plan, failure_file
+        self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
+        self.host_reports: dict[str, HostReport] = {}
         self.stall_log = StallLog()
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
         self.job = Job(plan.command, env, tagged=plan.use_mpi,
@@ -85,11 +89,13 @@ class MasterRun:
 
     def wait(self) -> JobResult:
         result = self.job.wait()
-        log(f"job {describe_exit(result.returncode)} after {time.monotonic() - self.started:.1f} s")
+        seconds = time.monotonic() - self.started
+        self.host_reports = {self.plan.current_host: report_now(self.memory_at_start)}
+        log(f"job {describe_exit(result.returncode)} after {seconds:.1f} s; {peak_line(self.host_reports)}")
         return result
 
     def diagnose(self, result: JobResult) -> Failure | None:
-        return job_failure(Evidence(self.plan, result, self.stall_log, self.crash_log))
+        return job_failure(Evidence(self.plan, result, self.stall_log, self.crash_log, self.host_reports))
 
     def release(self, failure: Failure | None) -> None:
         """Tell every worker the outcome; each answers with what its user's program wrote to its failure file."""
