@@ -291,6 +291,14 @@ class RunningJob:
     def exec(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         return docker("exec", self.container(host, 10), *argv)
 
+    def stranger(self, image: str, argv: list, mounts=(), timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run argv in a container that is no host of the job but sits on the job's network, as anyone on the
+        same VPC could; returns when it ends. mounts: (host path, container path), read-only."""
+        args = ["run", "--rm", "--network", f"{self.project}-net"]
+        for source, target in mounts:
+            args += ["-v", f"{Path(source).resolve()}:{target}:ro"]
+        return docker(*args, image, *argv, check=False, timeout=timeout)
+
 
 def feed_pipes(data_dir: Path, channel: Channel, epochs: int, stop: threading.Event) -> None:
     """SageMaker Pipe mode: FIFO <channel>_<epoch>, one per epoch, each carrying the whole channel."""
