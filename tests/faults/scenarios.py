@@ -268,6 +268,15 @@ def previous_checkpoint_survives(ctx: Context, result) -> list:
     return problems
 
 
+def worker_late_for_a_failed_job(ctx: Context) -> JobSpec:
+    # algo-3's sshd cannot start (an empty /etc/ssh: no sshd_config), which fails the job before algo-2, 6 s late,
+    # checks in: algo-2 must end with the master's reason within seconds, not at its peer timeout (60 s).
+    empty = ctx.workdir / "empty-etc-ssh"
+    empty.mkdir(exist_ok=True)
+    spec = allreduce_job(ctx, start_delays={"algo-2": 6}, host_mounts={"algo-3": [(empty, "/etc/ssh", "ro")]})
+    return dataclasses.replace(spec, hosts=3)
+
+
 class Stranger:
     """Another container on the job's network checks in with the master as `claim` (a host name, launcher
     version, and whether it goes on to send `ready`), while the master waits for its workers (algo-2 starts 5 s
@@ -421,6 +430,11 @@ SCENARIOS = [
     stranger_scenario("a stranger checks in as algo-2 before algo-2 does", Stranger("algo-2", ready=True)),
     stranger_scenario("a stranger checks in with another launcher version", Stranger("algo-2", version="0.0.1")),
     stranger_scenario("a forged check-in during the job", Stranger("algo-2", during_job=True)),
+    Scenario("a worker checks in after the job failed", "the late worker ends within seconds with the master's reason",
+             worker_late_for_a_failed_job, exits=(1, 1, 1), max_seconds=30, toolkit=False,
+             failure=r"^cluster setup failed on master algo-1: worker algo-3: sshd on algo-3 did not start",
+             worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: the job ended before algo-2 "
+                            r"checked in: cluster setup failed on master algo-1: worker algo-3: sshd on algo-3"),
 ]
 
 
