@@ -101,14 +101,15 @@ def test_a_verified_workers_other_version_fails_the_job_naming_it(master):
     worker.close()
 
 
-def test_a_claim_whose_name_never_resolves_is_noise_checked_until_the_peer_timeout(tmp_path, logged):
+def test_a_claim_whose_name_never_resolves_cannot_be_checked_and_the_master_says_so_at_the_deadline(tmp_path, logged):
     master = make_master(tmp_path, logged, workers=("algo-2",), timeout_s=1)
     thread, outcome = gathering(master)
-    stranger_says(master.port, host="algo-2", version=__version__)
+    why = "algo-2 does not resolve on the master within the peer timeout, so it cannot tell who this is"
+    assert stranger_says(master.port, host="algo-2", version=__version__) == {"type": "reject", "message": why}
     thread.join(10)
-    assert outcome["error"].startswith("worker(s) algo-2 did not check in")  # the deadline, not the noise
-    assert logged == ["ignored a check-in from 127.0.0.2 (as 'algo-2', launcher 0.1.0): algo-2 did not resolve "
-                      "within the peer timeout, so the claim cannot be checked"]
+    assert outcome["error"] == ("worker algo-2 checked in, but the master cannot resolve its name: host name "
+                                "'algo-2' did not resolve within the peer timeout")
+    assert logged == [f"ignored a check-in from 127.0.0.2 (as 'algo-2', launcher 0.1.0): {why}"]
     master.server.close()
 
 

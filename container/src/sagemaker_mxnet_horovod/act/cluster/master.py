@@ -79,6 +79,7 @@ class Master:
         self.ignored: set[tuple[str, str, str]] = set()  # noise already logged: (address, claim, why)
         self.late_failure: str | None = None  # once the job failed before every worker checked in
         self.told: set[str] = set()  # late workers told that failure
+        self.unresolved: dict[str, str] = {}  # host -> the address of a claim its name has not resolved for
 
     # -----------------------------------------------------------------------------------------------------
     # Check-in
@@ -89,7 +90,6 @@ class Master:
         self.authorized_key = authorized_key
         self.listen()
         self._await_check_ins()
-        self._await_names()
         (self.run_dir / "known_hosts").write_text("".join(f"{link.host} {link.host_key}\n"
                                                           for link in self.links.values()))
         self.watchers = [threading.Thread(target=self._watch, args=(link,), daemon=True)
@@ -118,6 +118,11 @@ class Master:
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     missing = sorted(self.expected - set(self.links))
+                    unresolved = [host for host in missing if host in self.unresolved]
+                    if unresolved:
+                        # mpirun could not reach it by name either.
+                        raise ClusterError(f"worker {unresolved[0]} checked in, but the master cannot resolve its "
+                                           f"name: host name {unresolved[0]!r} did not resolve within the peer timeout")
                     raise ClusterError(
                         f"worker(s) {', '.join(missing)} did not check in with the master within the peer "
                         f"timeout (mpi_peer_timeout_s): the container never started, cannot resolve or reach "
@@ -126,15 +131,6 @@ class Master:
                 self.cond.wait(remaining)
             if self.errors:
                 raise ClusterError(self.errors[0])
-
-    def _await_names(self) -> None:
-        """mpirun reaches workers by name: a worker that checked in may still not resolve here (SageMaker's DNS
-        can lag behind the containers), so wait for the names too, within the same deadline."""
-        for host in sorted(self.links):
-            try:
-                resolve(host, self.deadline, self.addresses_of)
-            except ClusterError as error:
-                raise ClusterError(f"worker {host} checked in, but the master cannot resolve its name: {error}") from None
 
     def _accept_loop(self) -> None:
         while True:  # until finish() closes the server
@@ -159,34 +155,41 @@ class Master:
         claim = Claim(str(hello.get("host")), hello.get("version"), connection.peer)
         why_not = self._unverified(claim)
         if why_not:
-            self._ignore(connection, claim, why_not)
+            self._ignore(connection, claim, *why_not)
         elif self.late_failure is not None:
             self._tell_late(connection, claim.host)
         else:
             self._check_in(connection, claim)
 
-    def _unverified(self, claim: Claim) -> str | None:
-        """Why this hello is not from the worker it names, or None when it is: a worker of this job, from an
-        address its name resolves to (waiting for the name within the peer timeout, as SageMaker's can lag)."""
+    def _unverified(self, claim: Claim) -> tuple[str, str] | None:
+        """Why this hello is not from the worker it names, and what the client may be told, or None when it is:
+        a worker of this job, from an address its name resolves to (waiting for the name within the peer
+        timeout, as SageMaker's can lag)."""
+        not_a_worker = f"{claim.address} is not a worker of this job"
         if claim.host not in self.expected:
-            return "not a worker of this job"
+            return "not a worker of this job", not_a_worker
+        with self.cond:
+            self.unresolved[claim.host] = claim.address  # until its name resolves
         try:
             addresses = resolve(claim.host, self.deadline, self.addresses_of)
         except ClusterError:
-            return f"{claim.host} did not resolve within the peer timeout, so the claim cannot be checked"
+            why = f"{claim.host} does not resolve on the master within the peer timeout, so it cannot tell who this is"
+            return why, why
+        with self.cond:
+            self.unresolved.pop(claim.host, None)
         if claim.address not in addresses:
-            return f"{claim.host} resolves to {', '.join(addresses)}, not to this address"
+            return f"{claim.host} resolves to {', '.join(addresses)}, not to this address", not_a_worker
         return None
 
-    def _ignore(self, connection: Connection, claim: Claim, why: str) -> None:
-        """Noise: logged once per address, claim and reason, and rejected with nothing about the job."""
+    def _ignore(self, connection: Connection, claim: Claim, why: str, told: str) -> None:
+        """Noise: logged once per address, claim and reason, and rejected with nothing about the job (told)."""
         key = (claim.address, claim.host, why)
         with self.cond:
             first = key not in self.ignored
             self.ignored.add(key)
         if first:
             self.log(f"ignored a check-in from {claim}: {why}")
-        connection.send_quietly({"type": "reject", "message": f"{claim.address} is not a worker of this job"})
+        connection.send_quietly({"type": "reject", "message": told})
         connection.close()
 
     def _check_in(self, connection: Connection, claim: Claim) -> None:
