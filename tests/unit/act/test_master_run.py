@@ -26,12 +26,13 @@ def signal_handlers():
 def single(tmp_path, code: str):
     """A one-host job whose command is `python -c code` (the plan's command is data: any program will do)."""
     return dataclasses.replace(plan(config(hosts=("algo-1",))), command=(sys.executable, "-c", code),
-                               run_dir=str(tmp_path / "run"))
+                               run_dir=str(tmp_path / "run"), rank_log_dir=str(tmp_path / "logs"))
 
 
 def test_a_program_that_succeeds_is_an_outcome_without_failure(tmp_path):
     outcome = MasterRun(single(tmp_path, "print('epoch 1')"), {}, "", tmp_path / "failure").run()
     assert outcome.failure is None and outcome.exit_code == 0 and outcome.other_hosts_texts == ()
+    assert (tmp_path / "logs" / "algo-1-rank-0.log").read_text() == "epoch 1\n"  # the program's own log
 
 
 def test_a_failing_program_is_diagnosed_from_its_stderr(tmp_path):
@@ -50,7 +51,7 @@ def free_port() -> int:
 
 def test_a_master_whose_workers_never_check_in_fails_naming_them_within_the_peer_timeout(tmp_path):
     two_hosts = plan(config(hps={"mpi_peer_timeout_s": "1", "mpi_handshake_port": str(free_port())}))
-    two_hosts = dataclasses.replace(two_hosts, run_dir=str(tmp_path))
+    two_hosts = dataclasses.replace(two_hosts, run_dir=str(tmp_path), rank_log_dir=str(tmp_path / "logs"))
     started = time.monotonic()
     outcome = MasterRun(two_hosts, {}, "127.0.0.1", tmp_path / "failure").run()
     assert time.monotonic() - started < 15  # fails fast: one second of peer timeout, not a hang

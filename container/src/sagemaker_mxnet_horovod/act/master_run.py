@@ -15,6 +15,7 @@ from pathlib import Path
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
+from sagemaker_mxnet_horovod.act.rank_output import RankLogs
 from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_signals
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
@@ -42,8 +43,11 @@ class MasterRun:
         self.host_reports: dict[str, HostReport] = {}
         self.stall_log = StallLog()
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
+        rank_hosts = plan.rank_hosts if plan.use_mpi else (plan.current_host,)
         self.job = Job(plan.command, env, tagged=plan.use_mpi,
-                       stderr_observers=(self.stall_log.observe, self.crash_log.observe))
+                       stderr_observers=(self.stall_log.observe, self.crash_log.observe),
+                       rank_logs=RankLogs(Path(plan.rank_log_dir), rank_hosts) if plan.rank_log_dir else None,
+                       console_ranks=plan.console_ranks)
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
