@@ -130,13 +130,16 @@ def test_a_stop_reaches_the_program_which_may_checkpoint_and_exit():
 
 
 def test_an_abort_ends_the_job_and_kills_it_after_the_grace_when_sigterm_is_ignored():
-    job = started_sleeper("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    before = []  # what runs before the first abort ends the job (the launcher takes every rank's stacks)
+    job = started_sleeper("signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+                          before_abort=lambda reason: before.append((reason, job.process.poll())))
     aborted = time.monotonic()
     job.abort("worker algo-2 is gone", grace_s=0.5)
     job.abort("a later reason")  # the first cause is the one reported
     result = job.wait()
     assert (result.returncode, result.killed_after_grace, result.abort_reason) == (-9, True, "worker algo-2 is gone")
     assert time.monotonic() - aborted < 10
+    assert before == [("worker algo-2 is gone", None)]  # once, while the job still ran
 
 
 def test_abort_later_ends_a_job_still_running_and_spares_one_that_finished():

@@ -1,5 +1,7 @@
 """The host that runs the job's command, in named steps: gather the workers (the MPI master only), start the
-job with its watches, wait for it, diagnose how it ended, release the workers with the outcome.
+job with its watches, wait for it, diagnose how it ended, release the workers with the outcome. Every rank's
+stacks are written when asked for (stacks.py) and whenever a hang watch ends the job or Horovod first warns of
+a stall (its shutdown ends ranks at once: the warning is the last moment every rank surely runs).
 
 The same run serves a single-process host (no workers to gather or release). Failures stay records (a Failure)
 until cli.py writes the one the run returns.
@@ -12,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
@@ -41,13 +44,15 @@ class MasterRun:
         self.plan, self.failure_file = plan, failure_file
         self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
         self.host_reports: dict[str, HostReport] = {}
-        self.stall_log = StallLog()
+        self.stall_log = StallLog(on_first_report=lambda: self.dump_stacks_later("Horovod's first stall warning"))
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
         rank_hosts = plan.rank_hosts if plan.use_mpi else (plan.current_host,)
+        output = Path(plan.output_data_dir) if plan.output_data_dir else None
         self.job = Job(plan.command, env, tagged=plan.use_mpi,
                        stderr_observers=(self.stall_log.observe, self.crash_log.observe),
-                       rank_logs=RankLogs(Path(plan.rank_log_dir), rank_hosts) if plan.rank_log_dir else None,
-                       console_ranks=plan.console_ranks)
+                       rank_logs=RankLogs(output / "logs", rank_hosts) if output else None,
+                       console_ranks=plan.console_ranks,
+                       before_abort=lambda reason: self.dump_stacks(f"a hang watch ends the job: {reason}"))
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
@@ -83,6 +88,7 @@ class MasterRun:
         """The job's command, with SIGTERM forwarded to it and the watches on the workers armed."""
         cluster = self.cluster
         forward_stop_signals(self.job, on_stop=cluster.broadcast_stop if cluster else None)
+        stacks.serve_requests(self.plan.run_dir, self.dump_stacks, log)
         if cluster:
             cluster.on_worker_lost = lambda host, how: self.job.abort(f"worker {host} {how}")
             cluster.on_daemon_exited = self.on_daemon_exited
@@ -110,6 +116,21 @@ class MasterRun:
         self.cluster.finish(code, failure.render() if failure else None,
                             user_failure=read_user_failure(self.failure_file) if code else None)
         log(f"{len(self.plan.workers)} worker(s) released in {time.monotonic() - released:.2f} s")
+
+    # -----------------------------------------------------------------------------------------------------
+    # Every rank's stacks
+
+    def dump_stacks(self, reason: str) -> None:
+        """Every rank's stacks, into the log and output/data/stacks/<dump>/ (none without output/data)."""
+        if not self.plan.output_data_dir:
+            return
+        dump = stacks.dump_name(reason[:40])
+        host_stacks = {self.plan.current_host: stacks.collect_local(self.plan.run_dir, dump)}
+        stacks.write_dump(Path(self.plan.output_data_dir) / "stacks", dump, host_stacks, reason, log)
+
+    def dump_stacks_later(self, reason: str) -> None:
+        """From a stderr observer, which must not block the job's output."""
+        threading.Thread(target=self.dump_stacks, args=(reason,), name="stacks", daemon=True).start()
 
     # -----------------------------------------------------------------------------------------------------
     # Watches: the launcher ends a job that mpirun alone would leave hanging.

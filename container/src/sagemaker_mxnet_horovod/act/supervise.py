@@ -37,12 +37,13 @@ class JobResult:
 class Job:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = STOP_GRACE_S,
                  stderr_observers: Sequence = (), rank_logs: RankLogs | None = None,
-                 console_ranks: Collection[int] | None = None):
+                 console_ranks: Collection[int] | None = None, before_abort=None):
         self.argv, self.env, self.tagged, self.stop_grace_s = list(argv), dict(env), tagged, stop_grace_s
         # callable(rank, text) for every stderr line of a rank (rank 0: an untagged program's), under the lock
         self.stderr_observers = tuple(stderr_observers)
         self.rank_logs = rank_logs  # each rank's lines (an untagged program's: rank 0's)
         self.console_ranks = console_ranks if tagged else None  # None: every rank's output reaches the console
+        self.before_abort = before_abort  # callable(reason) before the first abort ends the job (e.g. take stacks)
         self.rank_stderr: dict[int, collections.deque] = {}
         self.untagged = collections.deque(maxlen=TAIL_LINES * 3)
         self.process: subprocess.Popen | None = None
@@ -125,6 +126,8 @@ class Job:
             return
         if not self.abort_reason:
             self.abort_reason = reason
+            if self.before_abort:
+                self.before_abort(reason)
         self._signal_job(signal.SIGTERM)
         self._arm(grace_s, self._kill)
 

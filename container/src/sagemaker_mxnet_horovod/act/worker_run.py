@@ -1,6 +1,6 @@
 """A worker host of an MPI job: run sshd for the master's mpirun, check in, and end as the job ended on the
 master. SIGTERM before the job starts ends it at once; after, this host's ranks get it to checkpoint and the
-worker waits for the master's verdict."""
+worker waits for the master's verdict. SIGUSR1 (`train stacks`) writes this host's ranks' stacks (stacks.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import time
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
 from sagemaker_mxnet_horovod.act.cluster.worker import serve_master
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
@@ -18,6 +19,17 @@ from sagemaker_mxnet_horovod.diagnose.failure import Failure
 from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
+
+
+def log(message: str) -> None:
+    print(f"train: {message}", file=sys.stderr, flush=True)
+
+
+def dump_local_stacks(plan: Plan, paths: Paths, reason: str) -> None:
+    """This host's ranks' stacks, into its log and its output/data/stacks/<dump>/."""
+    dump = stacks.dump_name(reason[:40])
+    stacks.write_dump(paths.output_data_dir / "stacks", dump,
+                      {plan.current_host: stacks.collect_local(plan.run_dir, dump)}, reason, log)
 
 
 def run_worker(plan: Plan, paths: Paths, bind_address: str) -> Outcome:
@@ -33,6 +45,7 @@ def run_worker(plan: Plan, paths: Paths, bind_address: str) -> Outcome:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    stacks.serve_requests(plan.run_dir, lambda reason: dump_local_stacks(plan, paths, reason), log)
     host = plan.current_host
     sshd = Sshd(Path(plan.run_dir), bind_address or None)
     try:
@@ -48,5 +61,5 @@ def run_worker(plan: Plan, paths: Paths, bind_address: str) -> Outcome:
     if outcome.exit_code:
         return Outcome(Failure(f"worker {host}: {outcome.failure}", outcome.exit_code, host=host),
                        ((plan.master_host, outcome.master_user_failure),))
-    print(f"train: job finished on {plan.master_host}; worker {host} done", file=sys.stderr, flush=True)
+    log(f"job finished on {plan.master_host}; worker {host} done")
     return Outcome()

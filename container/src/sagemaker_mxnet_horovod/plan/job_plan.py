@@ -52,7 +52,8 @@ class Plan:
     role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
     stray_outputs: tuple[StrayOutput, ...] = ()  # copied into output/data when the job ends
     shm: ShmBudget | None = None  # this host's /dev/shm against the job's need, for the diagnosis
-    rank_log_dir: str = ""  # each rank's output also goes to <dir>/<host>-rank-<rank>.log ("": nowhere)
+    # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
+    output_data_dir: str = ""
     console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
 
     @property
@@ -104,7 +105,7 @@ def make_plan(
         role_reason=layout.outside_reason,
         stray_outputs=tuple(strays),
         shm=shm_budget(job),
-        rank_log_dir=str(config.paths.output_data_dir / "logs"),
+        output_data_dir=str(config.paths.output_data_dir),
         console_ranks=config.settings.console_ranks,
     )
 
@@ -142,7 +143,7 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
     ]
     if plan.command:
         lines.append("command: " + shlex.join(plan.command))
-        lines.append(f"rank logs: {plan.rank_log_dir}/<host>-rank-<rank>.log; console: "
+        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: "
                      + ("every rank" if plan.console_ranks is None else
                         f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"))
     changed = {k: v for k, v in plan.env.items() if base_env.get(k) != v and not k.startswith("SM_")}
