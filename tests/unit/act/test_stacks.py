@@ -111,15 +111,13 @@ def test_train_stacks_without_a_launcher_says_so(tmp_path, capsys):
     assert "train stacks: no train launcher is running in this container" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("restore_signal_handlers")
 def test_a_request_before_the_job_runs_is_said_and_stops_nothing(tmp_path):
-    saved, said = signal.getsignal(signal.SIGUSR1), []
-    try:
-        stacks.serve_requests(tmp_path, None, said.append)
-        assert stacks.launcher_pid(tmp_path) == os.getpid()
-        os.kill(os.getpid(), signal.SIGUSR1)  # Python's default for SIGUSR1: end the process
-        deadline = time.monotonic() + 10
-        while not said and time.monotonic() < deadline:
-            time.sleep(0.01)  # the handler runs in the main thread, between two bytecodes
-        assert said == ["stacks asked for (SIGUSR1 (train stacks)) before the job started: none to write"]
-    finally:
-        signal.signal(signal.SIGUSR1, saved)
+    said = []
+    stacks.serve_requests(tmp_path, None, said.append)
+    assert stacks.launcher_pid(tmp_path) == os.getpid()
+    os.kill(os.getpid(), signal.SIGUSR1)  # Python's default for SIGUSR1: end the process
+    deadline = time.monotonic() + 10
+    while not said and time.monotonic() < deadline:
+        time.sleep(0.01)  # the handler runs in the main thread, between two bytecodes
+    assert said == ["stacks asked for (SIGUSR1 (train stacks)) before the job started: none to write"]
