@@ -84,7 +84,12 @@ def test_a_dump_goes_to_files_and_the_log_with_its_summary_last(tmp_path):
     assert (directory / "summary.txt").read_text() == (
         "20251125T210501.123Z-signal: SIGUSR1 (train stacks): rank 0 on algo-1, rank 1 on algo-2\n")
     assert logged[0] == "stacks of rank 0 on algo-1 (SIGUSR1 (train stacks)):\nrank 0 on algo-1"
-    assert logged[-1] == f"stacks written to {directory} (rank 0 on algo-1, rank 1 on algo-2)"
+    assert logged[-1] == f"stacks written to {directory}: rank 0 on algo-1, rank 1 on algo-2"
+    silent = stacks.write_dump(tmp_path, "20251125T210502.000Z-signal", {"algo-1": {}}, "x", logged.append,
+                               silent_hosts=["algo-3", "algo-2"])
+    assert (silent / "summary.txt").read_text() == (
+        "20251125T210502.000Z-signal: x: no Python rank was running; no answer from algo-2, algo-3\n")
+    assert stacks.is_dump_name("20251125T210502.000Z-signal") and not stacks.is_dump_name("../../etc")
 
 
 def test_dump_names_sort_by_time_and_carry_the_reason():

@@ -30,6 +30,7 @@ from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, ClusterErro
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
+REPORT_TIMEOUT_S = 5.0  # how long the workers' reports may take once the job has ended (they answer at once)
 # After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the
 # crashed thread, which can hang in a library's exit handler; mpirun then waits for that rank forever.
 CRASH_EXIT_GRACE_S = 30.0
@@ -44,6 +45,7 @@ class MasterRun:
         self.plan, self.failure_file = plan, failure_file
         self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
         self.host_reports: dict[str, HostReport] = {}
+        self.stacks_lock = threading.Lock()  # one dump at a time
         self.stall_log = StallLog(on_first_report=lambda: self.dump_stacks_later("Horovod's first stall warning"))
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
         rank_hosts = plan.rank_hosts if plan.use_mpi else (plan.current_host,)
@@ -92,6 +94,7 @@ class MasterRun:
         if cluster:
             cluster.on_worker_lost = lambda host, how: self.job.abort(f"worker {host} {how}")
             cluster.on_daemon_exited = self.on_daemon_exited
+            cluster.on_stacks_wanted = self.dump_stacks_later
         self.started = time.monotonic()
         self.job.start()
         if cluster:
@@ -101,6 +104,10 @@ class MasterRun:
         result = self.job.wait()
         seconds = time.monotonic() - self.started
         self.host_reports = {self.plan.current_host: report_now(self.memory_at_start)}
+        if self.cluster:
+            replies = self.cluster.ask_workers({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)
+            self.host_reports.update({host: HostReport.from_message(reply.get("report"))
+                                      for host, reply in replies.items()})
         log(f"job {describe_exit(result.returncode)} after {seconds:.1f} s; {peak_line(self.host_reports)}")
         return result
 
@@ -121,12 +128,21 @@ class MasterRun:
     # Every rank's stacks
 
     def dump_stacks(self, reason: str) -> None:
-        """Every rank's stacks, into the log and output/data/stacks/<dump>/ (none without output/data)."""
+        """Every rank's stacks on every host, into the log and output/data/stacks/<dump>/ (each worker writes its
+        own there too)."""
         if not self.plan.output_data_dir:
             return
-        dump = stacks.dump_name(reason[:40])
-        host_stacks = {self.plan.current_host: stacks.collect_local(self.plan.run_dir, dump)}
-        stacks.write_dump(Path(self.plan.output_data_dir) / "stacks", dump, host_stacks, reason, log)
+        with self.stacks_lock:
+            dump = stacks.dump_name(reason[:40])
+            host_stacks = {self.plan.current_host: stacks.collect_local(self.plan.run_dir, dump)}
+            silent = []
+            if self.cluster:
+                replies = self.cluster.ask_workers({"type": "dump_stacks", "dump": dump, "reason": reason}, "stacks",
+                                                   stacks.RANK_DEADLINE_S + REPORT_TIMEOUT_S)
+                host_stacks.update({host: {int(rank): str(text) for rank, text in reply.get("ranks", {}).items()}
+                                    for host, reply in replies.items()})
+                silent = sorted(set(self.plan.workers) - set(replies))
+            stacks.write_dump(Path(self.plan.output_data_dir) / "stacks", dump, host_stacks, reason, log, silent)
 
     def dump_stacks_later(self, reason: str) -> None:
         """From a stderr observer, which must not block the job's output."""

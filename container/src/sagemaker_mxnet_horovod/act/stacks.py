@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # A real-time signal nothing else in a rank uses (glibc keeps the first two for itself; Python's SIGRTMIN is
@@ -39,6 +39,11 @@ LAUNCHER_PID_FILE = "launcher.pid"
 
 def stacks_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "stacks"
+
+
+def is_dump_name(name: str) -> bool:
+    """A name dump_name could have made (a worker checks the master's before making it a directory)."""
+    return bool(re.fullmatch(r"[0-9]{8}T[0-9]{6}\.[0-9]{3}Z-[a-z0-9-]*", name))
 
 
 def dump_name(reason: str, now: float | None = None) -> str:
@@ -153,8 +158,9 @@ def ranks_host(ranks: Mapping[int, tuple[int, str]], rank: int) -> str:
 
 
 def write_dump(output_dir: Path, dump: str, host_stacks: Mapping[str, Mapping[int, str]], reason: str,
-               log) -> Path:
-    """Each rank's stacks into output_dir/<dump>/<host>-rank-<R>.txt and the log; summary.txt last."""
+               log, silent_hosts: Sequence[str] = ()) -> Path:
+    """Each rank's stacks into output_dir/<dump>/<host>-rank-<R>.txt and the log; summary.txt last, naming the
+    hosts that did not answer."""
     directory = output_dir / dump
     shown = []
     for host in sorted(host_stacks):
@@ -165,12 +171,14 @@ def write_dump(output_dir: Path, dump: str, host_stacks: Mapping[str, Mapping[in
                 log(f"could not write the stacks of rank {rank} on {host}: {error}")
             log(f"stacks of rank {rank} on {host} ({reason}):\n{text.rstrip()}")
             shown.append(f"rank {rank} on {host}")
-    summary = f"{dump}: {reason}: " + (", ".join(shown) if shown else "no Python rank was running")
+    listing = ", ".join(shown) or "no Python rank was running"
+    if silent_hosts:
+        listing += f"; no answer from {', '.join(sorted(silent_hosts))}"
     try:
-        write_atomically(directory / "summary.txt", summary + "\n")
+        write_atomically(directory / "summary.txt", f"{dump}: {reason}: {listing}\n")
     except OSError as error:
         log(f"could not write {directory / 'summary.txt'}: {error}")
-    log(f"stacks written to {directory} ({', '.join(shown) or 'no Python rank was running'})")
+    log(f"stacks written to {directory}: {listing}")
     return directory
 
 
