@@ -172,6 +172,6 @@ def test_train_stacks_prints_every_ranks_stack_of_the_running_job_which_goes_on(
     finally:
         running.kill()
     assert running.returncode == 0 and (base / "output" / "success").exists()  # not stopped
-    assert "train: stacks of rank 0 on algo-1 (SIGUSR1 (train stacks)):" in job_stderr  # the job's log has them
+    assert "train: stacks of rank 0 on algo-1 (SIGUSR1):" in job_stderr  # the job's log has them
     code, _, stderr = train(base, "stacks")
     assert code == 1 and "no train launcher is running in this container" in stderr

@@ -79,11 +79,11 @@ def test_a_dump_goes_to_files_and_the_log_with_its_summary_last(tmp_path):
     logged = []
     directory = stacks.write_dump(tmp_path, "20251125T210501.123Z-signal", {
         "algo-2": {1: "rank 1 on algo-2\nThread MainThread:\n  File x\n"}, "algo-1": {0: "rank 0 on algo-1\n"}},
-        "SIGUSR1 (train stacks)", logged.append)
+        "SIGUSR1", logged.append)
     assert sorted(p.name for p in directory.iterdir()) == ["algo-1-rank-0.txt", "algo-2-rank-1.txt", "summary.txt"]
     assert (directory / "summary.txt").read_text() == (
-        "20251125T210501.123Z-signal: SIGUSR1 (train stacks): rank 0 on algo-1, rank 1 on algo-2\n")
-    assert logged[0] == "stacks of rank 0 on algo-1 (SIGUSR1 (train stacks)):\nrank 0 on algo-1"
+        "20251125T210501.123Z-signal: SIGUSR1: rank 0 on algo-1, rank 1 on algo-2\n")
+    assert logged[0] == "stacks of rank 0 on algo-1 (SIGUSR1):\nrank 0 on algo-1"
     assert logged[-1] == f"stacks written to {directory}: rank 0 on algo-1, rank 1 on algo-2"
     silent = stacks.write_dump(tmp_path, "20251125T210502.000Z-signal", {"algo-1": {}}, "x", logged.append,
                                silent_hosts=["algo-3", "algo-2"])
@@ -104,7 +104,7 @@ def test_train_stacks_asks_the_launcher_and_prints_the_dump(tmp_path, rank, caps
         assert stacks.request_and_show(tmp_path / "run", tmp_path / "out") == 0
         shown = capsys.readouterr().out
         assert "===== algo-1-rank-3.txt\nrank 3 on algo-2" in shown and "in wait_for_input" in shown
-        assert shown.rstrip().endswith(": SIGUSR1 (train stacks): rank 3 on algo-1")
+        assert shown.rstrip().endswith(": SIGUSR1: rank 3 on algo-1")
     finally:
         launcher.kill()
         launcher.wait()
@@ -125,4 +125,4 @@ def test_a_request_before_the_job_runs_is_said_and_stops_nothing(tmp_path):
     deadline = time.monotonic() + 10
     while not said and time.monotonic() < deadline:
         time.sleep(0.01)  # the handler runs in the main thread, between two bytecodes
-    assert said == ["stacks asked for (SIGUSR1 (train stacks)) before the job started: none to write"]
+    assert said == ["stacks asked for (SIGUSR1) before the job started: none to write"]

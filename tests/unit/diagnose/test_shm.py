@@ -19,12 +19,12 @@ DOCKER_DEFAULT = 64 * MIB
 
 def test_the_need_counts_ranks_loader_workers_and_gpus():
     assert estimate(DOCKER_DEFAULT, 1, 0, None, 0).need_bytes == 0  # one rank, no workers: nothing to share
-    assert estimate(DOCKER_DEFAULT, 2, 0, None, 0).need_bytes == 16 * MIB
+    assert estimate(DOCKER_DEFAULT, 2, 0, None, 0).need_bytes == 8 * MIB
     rcnn = estimate(DOCKER_DEFAULT, 1, 4, "num-workers", 0)
     assert (rcnn.need_bytes, rcnn.short) == (256 * MIB, True)
     gpus = estimate(DOCKER_DEFAULT, 8, 4, "num-workers", 8)
-    assert gpus.need_bytes == 8 * 8 * MIB + 8 * 4 * 64 * MIB + 8 * 128 * MIB
-    assert gpus.parts == ("8 ranks x 8 MiB for Open MPI", "8 ranks x 4 data-loader workers (num-workers) x 64 MiB",
+    assert gpus.need_bytes == 8 * 4 * MIB + 8 * 4 * 64 * MIB + 8 * 128 * MIB
+    assert gpus.parts == ("8 ranks x 4 MiB for Open MPI", "8 ranks x 4 data-loader workers (num-workers) x 64 MiB",
                           "8 GPUs x 128 MiB for NCCL")
     assert not estimate(None, 8, 4, "num-workers", 8).short  # no /dev/shm at all: nothing to compare
 
@@ -40,7 +40,7 @@ def test_loader_workers_from_the_declared_argument_or_a_users_conventional_key()
 def test_the_start_warning_names_size_need_symptoms_and_fixes():
     warning = start_warning(estimate(DOCKER_DEFAULT, 2, 4, "num-workers", 2))
     assert warning == (
-        "WARNING: /dev/shm is 64 MiB, less than the about 784 MiB (2 ranks x 8 MiB for Open MPI, 2 ranks x 4 "
+        "WARNING: /dev/shm is 64 MiB, less than the about 776 MiB (2 ranks x 4 MiB for Open MPI, 2 ranks x 4 "
         "data-loader workers (num-workers) x 64 MiB, 2 GPUs x 128 MiB for NCCL) this job needs: ranks can die with "
         "'Bus error', 'received 0 items of ancdata' or NCCL's 'unhandled system error'. Fix: a larger /dev/shm: "
         "docker run --shm-size=1g (SDK v2 local mode: shm_size: 1g under local: container_config: in "

@@ -28,7 +28,7 @@ def test_mnist_and_a_few_cpu_ranks_fit_and_say_nothing():
 def test_a_users_num_workers_and_gpus_count():
     budget = shm_budget(job(hosts=("algo-1", "algo-2"), facts=dataclasses.replace(GPU8, shm_bytes=64 * MIB),
                             num_workers="2"))
-    assert (budget.need_bytes, budget.gpus, budget.loader_key) == (8 * 8 * MIB + 8 * 2 * 64 * MIB + 8 * 128 * MIB,
+    assert (budget.need_bytes, budget.gpus, budget.loader_key) == (8 * 4 * MIB + 8 * 2 * 64 * MIB + 8 * 128 * MIB,
                                                                    8, "num_workers")
     assert "NCCL_SHM_DISABLE=1" in shm_size_check(job(hosts=("algo-1", "algo-2"),
                                                       facts=dataclasses.replace(GPU8, shm_bytes=64 * MIB)))[0]

@@ -202,7 +202,7 @@ def serve_requests(run_dir: str | Path, action, log) -> None:
     """SIGUSR1 to this launcher runs action(reason) in a thread (None: no job runs yet, which is said); the
     reason is what ranks left in RUN_DIR/stacks/reasons/, else the signal's. The pid file says where to send it."""
     def handler(signum, _frame) -> None:
-        reason = "; ".join(pending_reasons(run_dir)) or "SIGUSR1 (train stacks)"
+        reason = "; ".join(pending_reasons(run_dir)) or "SIGUSR1"
         if action is None:
             log(f"stacks asked for ({reason}) before the job started: none to write")
             return
