@@ -1,7 +1,9 @@
-"""memory.py: the container's memory accounting from cgroup v1 and v2 files. v1's are captured from a container
-of this machine's Docker (cgroup v1, Linux 6.18) after a rank was OOM-killed at a 256 MiB limit; this machine has
-no cgroup v2, so v2's are written in the format the kernel documents (Documentation/admin-guide/cgroup-v2.rst:
-memory.max "max" or bytes, memory.peak bytes, memory.events "key count" lines)."""
+"""memory.py: the container's memory accounting from cgroup v1 and v2 files. v1's are captured from a container of
+this machine's Docker (cgroup v1, Linux 6.18, `docker run --memory=256m --memory-swap=256m`) before and after a
+process in it was OOM-killed (this kernel left memory.failcnt at 0). This machine has no cgroup v2, so v2's are
+written in the format the kernel documents (Documentation/admin-guide/cgroup-v2.rst: memory.max "max" or bytes,
+memory.peak bytes, memory.events "key count" lines), and the v1 kernel older than 4.13 (no oom_kill line) is
+made from the captured file without it."""
 
 from sagemaker_mxnet_horovod.diagnose.memory import (
     MemoryReading,
@@ -14,10 +16,10 @@ from sagemaker_mxnet_horovod.diagnose.memory import (
 )
 
 MIB = 1 << 20
-V1_BEFORE = {"memory.limit_in_bytes": "268435456\n", "memory.max_usage_in_bytes": "31457280\n",
+V1_BEFORE = {"memory.limit_in_bytes": "268435456\n", "memory.max_usage_in_bytes": "4329472\n",
              "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n", "memory.failcnt": "0\n"}
 V1_AFTER = {"memory.limit_in_bytes": "268435456\n", "memory.max_usage_in_bytes": "268435456\n",
-            "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "memory.failcnt": "2931\n"}
+            "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n", "memory.failcnt": "0\n"}
 V1_UNLIMITED = "9223372036854771712\n"
 V2_EVENTS_BEFORE = "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"
 V2_EVENTS_AFTER = "low 0\nhigh 0\nmax 1043\noom 1\noom_kill 1\noom_group_kill 0\n"
@@ -30,7 +32,7 @@ def v1(files: dict) -> MemoryReading:
 
 
 def test_cgroup_v1_limit_peak_and_oom_kills():
-    assert v1(V1_AFTER) == MemoryReading(limit_bytes=256 * MIB, peak_bytes=256 * MIB, oom_kills=1, limit_hits=2931)
+    assert v1(V1_AFTER) == MemoryReading(limit_bytes=256 * MIB, peak_bytes=256 * MIB, oom_kills=1, limit_hits=0)
     assert oom_during(v1(V1_BEFORE), v1(V1_AFTER))
     assert not oom_during(v1(V1_AFTER), v1(V1_AFTER))
     # No limit: the largest page-aligned counter.
@@ -38,7 +40,7 @@ def test_cgroup_v1_limit_peak_and_oom_kills():
 
 
 def test_cgroup_v1_before_linux_4_13_counts_only_limit_hits():
-    old_kernel = {**V1_AFTER, "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\n"}
+    old_kernel = {**V1_AFTER, "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\n", "memory.failcnt": "2931\n"}
     before = {**V1_BEFORE, "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\n"}
     assert v1(old_kernel).oom_kills is None
     assert oom_during(v1(before), v1(old_kernel))  # the limit was hit: the best evidence there is
@@ -57,7 +59,7 @@ def test_read_memory_finds_either_version_under_a_root(tmp_path):
     for name, text in V1_AFTER.items():
         (tmp_path / "v1" / "memory" / name).write_text(text)
     (tmp_path / "meminfo").write_text(MEMINFO)
-    assert read_memory(tmp_path / "v1", tmp_path / "meminfo") == MemoryReading(256 * MIB, 256 * MIB, 1, 2931,
+    assert read_memory(tmp_path / "v1", tmp_path / "meminfo") == MemoryReading(256 * MIB, 256 * MIB, 1, 0,
                                                                                 24683656 * 1024)
     (tmp_path / "v2").mkdir()
     for name, text in (("memory.max", "max\n"), ("memory.peak", "5000\n"), ("memory.events", V2_EVENTS_AFTER)):

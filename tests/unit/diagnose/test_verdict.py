@@ -114,5 +114,8 @@ def test_a_rank_dead_of_a_shm_symptom_on_a_small_dev_shm():
     first = verdict(small, result).render().splitlines()[0]
     assert first.startswith("/dev/shm too small: rank 1 on algo-2 died of Bus error: SIGBUS on a page of a full "
                             "/dev/shm ('Bus error (core dumped)'); /dev/shm there is 64 MiB, smaller than")
+    # A rank killed by SIGBUS says nothing itself: mpirun's report names it.
+    silent = dataclasses.replace(result, rank_stderr={0: ["Horovod has been shut down"]})
+    assert verdict(small, silent).render().startswith("/dev/shm too small: rank 1 on algo-2 died of Bus error")
     # The worker's own report, when there is one, gives its /dev/shm; a large one is not blamed.
     assert verdict(small, result, hosts={"algo-2": HostReport(CALM, CALM, 32 << 30)}).finding is None

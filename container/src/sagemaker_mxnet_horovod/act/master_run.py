@@ -133,15 +133,17 @@ class MasterRun:
         if not self.plan.output_data_dir:
             return
         with self.stacks_lock:
-            dump = stacks.dump_name(reason[:40])
-            host_stacks = {self.plan.current_host: stacks.collect_local(self.plan.run_dir, dump)}
-            silent = []
-            if self.cluster:
-                replies = self.cluster.ask_workers({"type": "dump_stacks", "dump": dump, "reason": reason}, "stacks",
-                                                   stacks.RANK_DEADLINE_S + REPORT_TIMEOUT_S)
-                host_stacks.update({host: {int(rank): str(text) for rank, text in reply.get("ranks", {}).items()}
-                                    for host, reply in replies.items()})
-                silent = sorted(set(self.plan.workers) - set(replies))
+            dump, own = stacks.dump_name(reason[:40]), {}
+            # This host's ranks while the workers take theirs: one moment on every host.
+            collecting = threading.Thread(target=lambda: own.update(stacks.collect_local(self.plan.run_dir, dump)))
+            collecting.start()
+            replies = self.cluster.ask_workers({"type": "dump_stacks", "dump": dump, "reason": reason}, "stacks",
+                                               stacks.RANK_DEADLINE_S + REPORT_TIMEOUT_S) if self.cluster else {}
+            collecting.join()
+            host_stacks = {host: {int(rank): str(text) for rank, text in dict(reply.get("ranks") or {}).items()}
+                           for host, reply in replies.items()}
+            host_stacks[self.plan.current_host] = own
+            silent = sorted(set(self.plan.workers) - set(replies))
             stacks.write_dump(Path(self.plan.output_data_dir) / "stacks", dump, host_stacks, reason, log, silent)
 
     def dump_stacks_later(self, reason: str) -> None:

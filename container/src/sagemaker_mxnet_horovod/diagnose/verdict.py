@@ -75,11 +75,15 @@ def shm_too_small(evidence: Evidence) -> str | None:
     symptom = shm.find_symptom(result.rank_stderr, result.untagged_tail)
     if symptom is None or plan.shm is None:
         return None
-    if symptom.rank is None:
+    rank = symptom.rank
+    if rank is None and plan.use_mpi:  # in mpirun's report ("exited on signal 7"), which names the rank
+        report = parse_mpirun_report(result.untagged_tail)
+        rank = report.rank if report else None
+    if rank is None:
         host, where = plan.current_host, "a rank"
     else:
-        host = rank_host(plan.rank_hosts, symptom.rank, plan.current_host)
-        where = f"rank {symptom.rank} on {host}" if plan.use_mpi else f"{plan.program.name} on {host}"
+        host = rank_host(plan.rank_hosts, rank, plan.current_host)
+        where = f"rank {rank} on {host}" if plan.use_mpi else f"{plan.program.name} on {host}"
     report = evidence.hosts.get(host)
     return shm.cause(symptom, where, plan.shm, report.shm_bytes if report else plan.shm.size_bytes)
 
