@@ -95,6 +95,9 @@ def test_a_dump_goes_to_files_and_the_log_with_its_summary_last(tmp_path):
 def test_dump_names_sort_by_time_and_carry_the_reason():
     assert stacks.dump_name("Horovod's first stall warning", 1764104701.123) == (
         "20251125T210501.123Z-horovod-s-first-stall-warning")
+    assert stacks.dump_name("SIGUSR1, asked on algo-2", 1764104701.5).endswith(".500Z-sigusr1")
+    assert stacks.dump_name("a hang watch ends the job: worker algo-2 went away", 0).endswith(
+        "Z-a-hang-watch-ends-the-job")
 
 
 def test_train_stacks_asks_the_launcher_and_prints_the_dump(tmp_path, rank, capsys):

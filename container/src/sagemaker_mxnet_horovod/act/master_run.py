@@ -133,7 +133,7 @@ class MasterRun:
         if not self.plan.output_data_dir:
             return
         with self.stacks_lock:
-            dump, own = stacks.dump_name(reason[:40]), {}
+            dump, own = stacks.dump_name(reason), {}
             # This host's ranks while the workers take theirs: one moment on every host.
             collecting = threading.Thread(target=lambda: own.update(stacks.collect_local(self.plan.run_dir, dump)))
             collecting.start()

@@ -47,10 +47,12 @@ def is_dump_name(name: str) -> bool:
 
 
 def dump_name(reason: str, now: float | None = None) -> str:
-    """'20251125T210501.123Z-signal': sorts by time; the same name on every host of one dump."""
+    """'20251125T210501.123Z-sigusr1': sorts by time, then the reason's head; the same name on every host of one
+    dump."""
     milliseconds = round((time.time() if now is None else now) * 1000)
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(milliseconds // 1000)) + f".{milliseconds % 1000:03d}Z"
-    return f"{stamp}-{re.sub(r'[^a-z0-9]+', '-', reason.lower()).strip('-')}"
+    head = re.split(r"[,(:;]", reason)[0][:40]
+    return f"{stamp}-{re.sub(r'[^a-z0-9]+', '-', head.lower()).strip('-')}"
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ def log(message: str) -> None:
 def dump_local_stacks(plan: Plan, paths: Paths, reason: str, dump: str | None = None) -> dict[int, str]:
     """This host's ranks' stacks, into its log and its output/data/stacks/<dump>/; returned for the master.
     dump: the master's name for it (every host's files of one dump share it)."""
-    dump = dump if dump and stacks.is_dump_name(dump) else stacks.dump_name(reason[:40])
+    dump = dump if dump and stacks.is_dump_name(dump) else stacks.dump_name(reason)
     found = stacks.collect_local(plan.run_dir, dump)
     stacks.write_dump(paths.output_data_dir / "stacks", dump, {plan.current_host: found}, reason, log)
     return found

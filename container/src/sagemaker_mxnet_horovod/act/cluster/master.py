@@ -306,7 +306,7 @@ class Master:
 
     def _on_stacks_wanted(self, host: str, message: dict) -> None:
         if not self.closing and self.on_stacks_wanted:
-            self.on_stacks_wanted(f"{message.get('reason') or 'asked for'} on {host}")
+            self.on_stacks_wanted(f"{message.get('reason') or 'stacks wanted'}, asked on {host}")
 
     def ask_workers(self, message: dict, reply_type: str, timeout_s: float) -> dict[str, dict]:
         """Send `message` to every worker still linked and wait, up to timeout_s, for each one's `reply_type`
