@@ -62,16 +62,21 @@ def test_a_rank_blocked_in_native_code_answers_with_every_threads_stack_and_goes
 
 def test_a_rank_that_does_not_answer_is_named(tmp_path):
     silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # registered, no dumper
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        stacks.write_atomically(tmp_path / "stacks" / "ranks" / str(silent.pid), "1 algo-1\n")
-        stacks.write_atomically(tmp_path / "stacks" / "ranks" / "999999999", "2 algo-1\n")  # gone: not asked
+        ranks = tmp_path / "stacks" / "ranks"
+        stacks.write_atomically(ranks / str(silent.pid), f"1 algo-1 {stacks.process_start(silent.pid)}\n")
+        stacks.write_atomically(ranks / "999999999", "2 algo-1 5\n")  # gone: not asked
+        stacks.write_atomically(ranks / str(bystander.pid), "3 algo-1 5\n")  # its pid, taken by another: spared
         started = time.monotonic()
         assert stacks.collect_local(tmp_path, "d", deadline_s=0.5) == {
             1: "rank 1 on algo-1: no stacks within 0.5 s (stuck while holding Python's GIL, or exiting)\n"}
         assert time.monotonic() - started < 5
+        assert bystander.poll() is None
     finally:
-        silent.kill()
-        silent.wait()
+        for process in (silent, bystander):
+            process.kill()
+            process.wait()
     assert stacks.collect_local(tmp_path / "nothing", "d") == {}  # no rank registered: nothing to wait for
 
 

@@ -87,7 +87,8 @@ class RankDumper:
     def install(self) -> RankDumper:
         # Blocked here, before the program starts, so every thread it (or a native library) starts blocks it too.
         signal.pthread_sigmask(signal.SIG_BLOCK, {STACK_SIGNAL})
-        write_atomically(self.directory / "ranks" / str(os.getpid()), f"{self.rank} {self.host}\n")
+        write_atomically(self.directory / "ranks" / str(os.getpid()),
+                         f"{self.rank} {self.host} {process_start(os.getpid())}\n")
         threading.Thread(target=self.serve, name="stack-dump", daemon=True).start()
         return self
 
@@ -116,16 +117,26 @@ def install(run_dir: str, rank: int, host: str) -> RankDumper | None:
 # In the launcher
 
 
+def process_start(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22): with the pid, who it is."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def registered_ranks(run_dir: str | Path) -> dict[int, tuple[int, str]]:
-    """pid -> (rank, host) of every registered rank still running."""
+    """pid -> (rank, host) of every registered rank still running. A pid a rank left behind and another process
+    took since is not one: the real-time signal would end it."""
     found = {}
     for entry in (stacks_dir(run_dir) / "ranks").glob("[0-9]*"):
         try:
-            rank, host = entry.read_text().split()
-            os.kill(int(entry.name), 0)
+            rank, host, started = entry.read_text().split()
         except (OSError, ValueError):
-            continue  # gone (or unreadable): nothing to ask
-        found[int(entry.name)] = (int(rank), host)
+            continue
+        if process_start(int(entry.name)) == started:
+            found[int(entry.name)] = (int(rank), host)
     return found
 
 
