@@ -223,19 +223,18 @@ def serve_requests(run_dir: str | Path, action, log) -> None:
 
     signal.signal(signal.SIGUSR1, handler)
     try:
-        write_atomically(Path(run_dir) / LAUNCHER_PID_FILE, f"{os.getpid()}\n")
+        write_atomically(Path(run_dir) / LAUNCHER_PID_FILE, f"{os.getpid()} {process_start(os.getpid())}\n")
     except OSError:
         pass  # no run directory (yet): nobody can ask
 
 
 def launcher_pid(run_dir: str | Path) -> int | None:
-    """The pid of this container's running launcher, if there is one."""
+    """The pid of this container's running launcher, if there is one (the same process: its start time too)."""
     try:
-        pid = int((Path(run_dir) / LAUNCHER_PID_FILE).read_text())
-        os.kill(pid, 0)
+        pid, started = (Path(run_dir) / LAUNCHER_PID_FILE).read_text().split()
     except (OSError, ValueError):
         return None
-    return pid
+    return int(pid) if process_start(int(pid)) == started else None
 
 
 def ask_launcher(run_dir: str | Path, reason: str, dumper: RankDumper, deadline_s: float = JOB_DEADLINE_S) -> bool:
