@@ -3,8 +3,8 @@
 In each Python rank (rank_env installs it), a thread waits for STACK_SIGNAL, which every other thread of the
 rank blocks, and writes the stack of each of the rank's threads to RUN_DIR/stacks/<dump>/rank-<R>.txt. A thread
 of its own answers where the main thread is blocked in native code (a read, a lock, a collective), which a Python
-signal handler would wait for; a rank stuck while holding the GIL cannot answer. Each rank registers its pid
-and rank in RUN_DIR/stacks/ranks/ as it starts.
+signal handler would wait for; a rank stuck while holding the GIL cannot answer. Each rank registers its pid,
+rank and start time in RUN_DIR/stacks/ranks/ as it starts.
 
 A launcher collects its host's ranks' stacks (collect_local): it names the dump in RUN_DIR/stacks/request,
 signals every registered rank still alive and waits, within a deadline, for each one's file; then it writes
@@ -53,6 +53,15 @@ def dump_name(reason: str, now: float | None = None) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(milliseconds // 1000)) + f".{milliseconds % 1000:03d}Z"
     head = re.split(r"[,(:;]", reason)[0][:40]
     return f"{stamp}-{re.sub(r'[^a-z0-9]+', '-', head.lower()).strip('-')}"
+
+
+def process_start(pid: int) -> str | None:
+    """When the process started (clock ticks since boot, /proc/PID/stat field 22): with the pid, who it is."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
 
 
 # -------------------------------------------------------------------------------------------------------------
@@ -115,15 +124,6 @@ def install(run_dir: str, rank: int, host: str) -> RankDumper | None:
 
 # -------------------------------------------------------------------------------------------------------------
 # In the launcher
-
-
-def process_start(pid: int) -> str | None:
-    """When the process started (clock ticks since boot, /proc/PID/stat field 22): with the pid, who it is."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
 
 
 def registered_ranks(run_dir: str | Path) -> dict[int, tuple[int, str]]:
