@@ -1,6 +1,7 @@
 """A worker host of an MPI job: run sshd for the master's mpirun, check in, and end as the job ended on the
 master. SIGTERM before the job starts ends it at once; after, this host's ranks get it to checkpoint and the
-worker waits for the master's verdict. SIGUSR1 (`train stacks`) writes this host's ranks' stacks (stacks.py)."""
+worker waits for the master's verdict. SIGUSR1 (`train stacks`) asks the master for every rank's stacks, which
+it then asks of every host, this one included (stacks.py); a worker that loses its master writes its own."""
 
 from __future__ import annotations
 
