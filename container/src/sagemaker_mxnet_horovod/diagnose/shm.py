@@ -6,8 +6,8 @@ run` users meet that limit, SageMaker's own hosts have a large /dev/shm. What li
 - Open MPI's shared-memory transport (vader) between the ranks of one host: a segment per rank;
 - MXNet DataLoader workers (`num_workers` > 0): each batch a worker loads travels to its rank in shared
   memory, and a loader keeps two batches per worker in flight;
-- NCCL's shared-memory transport between the GPUs of one host (NVIDIA's containers ask for --shm-size=1g on
-  an 8-GPU host).
+- NCCL's shared-memory transport between the GPUs of one host (NVIDIA's containers are documented with
+  --shm-size=1g).
 When it is full, a process touching a page of a shared file dies by SIGBUS ("Bus error"), a DataLoader
 cannot pass a batch's file descriptor ("received 0 items of ancdata"), NCCL fails with "unhandled system
 error": far from the cause, which is what this module names.
@@ -27,7 +27,7 @@ GIB = 1 << 30
 # Estimates, per item, of what each needs in /dev/shm (see the module's docstring).
 MPI_PER_RANK = 4 * MIB  # vader's segment: measured 4194312 B per rank (Open MPI 4.1, this image)
 LOADER_PER_WORKER = 64 * MIB  # two batches in flight, e.g. 2 x 32 images of 3 x 224 x 224 float32 = 38 MiB
-NCCL_PER_GPU = 128 * MIB  # NVIDIA's 1 GiB for 8 GPUs
+NCCL_PER_GPU = 128 * MIB  # NVIDIA's containers are documented with --shm-size=1g: spread over up to 8 GPUs
 # A /dev/shm this large is never blamed: SageMaker's hosts have many GiB.
 AMPLE = 1 * GIB
 # Hyperparameters a user's script conventionally reads its DataLoader workers from.
