@@ -36,7 +36,10 @@ from sagemaker_mxnet_horovod.plan.job_plan import DEFAULT_RUN_DIR, Plan, describ
 
 
 def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
+    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
+    # let a rank's line in between.
+    sys.stderr.write(f"train: {message}\n")
+    sys.stderr.flush()
 
 
 def _raise_stop(signum, _frame):

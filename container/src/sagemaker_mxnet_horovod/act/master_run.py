@@ -37,7 +37,10 @@ CRASH_EXIT_GRACE_S = 30.0
 
 
 def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
+    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
+    # let a rank's line in between.
+    sys.stderr.write(f"train: {message}\n")
+    sys.stderr.flush()
 
 
 class MasterRun:

@@ -183,8 +183,9 @@ def forward_stop_signals(job: Job, on_stop=None) -> None:
     def handler(signum, _frame):
         if job.stopped_by_signal is None:
             job.stopped_by_signal = signum
-            print(f"train: received {signal.Signals(signum).name}; stopping the job "
-                  f"(killing it if still running after {job.stop_grace_s:g} s)", file=sys.stderr, flush=True)
+            sys.stderr.write(f"train: received {signal.Signals(signum).name}; stopping the job "
+                             f"(killing it if still running after {job.stop_grace_s:g} s)\n")
+            sys.stderr.flush()
         elif signum == job.stopped_by_signal:
             return  # SageMaker and compose may both send SIGTERM: one graceful stop is enough
         job.request_stop(signum)

@@ -23,7 +23,10 @@ from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 
 def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
+    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
+    # let a rank's line in between.
+    sys.stderr.write(f"train: {message}\n")
+    sys.stderr.flush()
 
 
 def dump_local_stacks(plan: Plan, paths: Paths, reason: str, dump: str | None = None) -> dict[int, str]:
