@@ -68,15 +68,36 @@ class Observation:
     failure: str  # master's first failure line ("" when none)
     seconds: float | None  # fault to last exit; None when a host never exited
     problems: list
+    harness_error: str | None = None  # the harness itself failed: the scenario was not observed
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return not self.problems and self.harness_error is None
+
+    @property
+    def result(self) -> str:
+        return "ERROR" if self.harness_error is not None else "pass" if self.passed else "FAIL"
 
     @property
     def observed(self) -> str:
+        if self.harness_error is not None:
+            return f"harness error: {self.harness_error}"
         codes = "/".join("-" if c is None else str(c) for c in self.exits)
         return f"exit {codes}" + (f"; {self.failure}" if self.failure else "; no failure file")
+
+
+def harness_error_observation(scenario: Scenario, launcher: str, error: BaseException) -> Observation:
+    """The Observation of a scenario whose harness failed (the job could not be built, run or judged): it
+    counts, and shows, as not as expected."""
+    text = f"{type(error).__name__}: {first_line(str(error))}"
+    return Observation(scenario.name, launcher, scenario.expected, [], "", None, [text], harness_error=text)
+
+
+def summary(observations: list) -> str:
+    """'N/M as expected', and how many of the M the harness could not observe."""
+    errors = sum(o.harness_error is not None for o in observations)
+    return (f"{sum(o.passed for o in observations)}/{len(observations)} as expected"
+            + (f", {errors} harness error{'s' if errors > 1 else ''}" if errors else ""))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -456,8 +477,7 @@ def format_report(observations: list, title: str) -> str:
     rows = [("scenario", "expected", "observed", "s to exit", "result")]
     for o in observations:
         observed = o.observed if len(o.observed) <= 90 else o.observed[:87] + "..."
-        rows.append((o.scenario, o.expected, observed, "-" if o.seconds is None else f"{o.seconds:.1f}",
-                     "pass" if o.passed else "FAIL"))
+        rows.append((o.scenario, o.expected, observed, "-" if o.seconds is None else f"{o.seconds:.1f}", o.result))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [title]
     for i, row in enumerate(rows):
