@@ -191,11 +191,11 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     args = [a if a != "0" or i == 0 or h.TINY_ARGS[i - 1] != "--num-workers" else "1"
             for i, a in enumerate(h.TINY_ARGS)]
     assert args[args.index("--num-workers") + 1] == "1"
+    # The run's deadline is the bound on "nothing hangs" (generous: rank 1 fails at its first batch).
     job = h.run("mask", tmp_path / "job", [*args, "--epochs", "1", "--max-iterations-per-epoch", "2"],
-                env=h.channel_env(data), ranks=2, timeout=300)
+                env=h.channel_env(data), ranks=2, timeout=240)
     assert job.returncode not in (0, None), job.explain()
     assert "mask_rcnn: error: unexpected" in job.stderr, job.explain()
-    assert job.seconds < 240
 
 
 def test_horovod_false_baseline_never_imports_horovod(train_only, tmp_path):
