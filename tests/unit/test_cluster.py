@@ -188,6 +188,7 @@ def test_names_the_workers_without_a_daemon_at_the_deadline():
     master.launched.add("algo-3")
     started = time.monotonic()
     assert master.wait_launched(started + 0.2) == ["algo-2"]
+    # Not before the deadline; at it, within a generous bound (a wait that ignored the deadline never returns).
     assert 0.2 <= time.monotonic() - started < 2
 
 
@@ -202,7 +203,7 @@ def test_returns_as_soon_as_every_worker_reports():
     threading.Timer(0.1, report).start()
     started = time.monotonic()
     assert master.wait_launched(started + 30) == []
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5  # at the report, not the 30 s deadline: a generous bound
 
 
 def test_a_finished_job_stops_the_wait():
@@ -216,7 +217,7 @@ def test_a_finished_job_stops_the_wait():
     threading.Timer(0.1, finish).start()
     started = time.monotonic()
     assert master.wait_launched(started + 30) == []
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5  # at the job's end, not the 30 s deadline: a generous bound
 
 
 def test_retry_delays_stay_short_while_peers_start_together_then_back_off():
@@ -231,9 +232,10 @@ def test_retry_delays_stay_short_while_peers_start_together_then_back_off():
     assert max(delays) == 1.0
 
 
-def test_a_dropped_syn_is_resent_sooner_than_the_kernel_would():
-    """A SYN the master's host drops is resent by the kernel after 1 s. A listen queue that is full drops SYNs
-    as a container not yet on the network does: the worker gets in soon after there is room, not a second later."""
+def test_a_worker_whose_syns_are_dropped_gets_in_once_there_is_room():
+    """A listen queue that is full drops SYNs as a container not yet on the network does: the worker keeps
+    trying and gets in once there is room. How much sooner its fresh SYNs get in than the kernel's own resend
+    (1 s) is a speed, measured side by side by benchmarks/connect_retry.py."""
     from sagemaker_mxnet_horovod.cluster import connect
 
     with socket.socket() as server:
@@ -243,12 +245,15 @@ def test_a_dropped_syn_is_resent_sooner_than_the_kernel_would():
         with socket.create_connection(("127.0.0.1", port), timeout=5):  # fills the listen queue
             room = threading.Timer(0.3, server.accept)
             room.start()
-            started = time.monotonic()
-            connection = connect("127.0.0.1", port, started + 10)
-            elapsed = time.monotonic() - started
+            connection = connect("127.0.0.1", port, time.monotonic() + 10)
             room.join()
+            server.settimeout(10)
+            accepted, _ = server.accept()  # the worker's connection, queued once there was room
+            accepted.settimeout(10)
+            connection.send({"type": "hello"})
+            assert json.loads(accepted.makefile("r").readline()) == {"type": "hello"}
+            accepted.close()
             connection.close()
-    assert 0.3 <= elapsed < 0.9  # the kernel's own resend would connect at 1.0 s
 
 
 def test_connect_attempts_are_short_while_hosts_start_together_then_patient():
