@@ -37,10 +37,14 @@ class LaunchRules:
     SINGLE_PROCESS_WHEN_FALSE = {argument: what the program does then, ...}
         Program arguments that, set false (a strict boolean, as the launcher's own), make the job one process
         on one host without MPI; a job with more hosts, processes or sagemaker_mpi_enabled is refused.
+    LOADER_WORKERS = (argument, default)
+        The argument that sets each rank's DataLoader worker processes, and its default: the launcher's
+        /dev/shm estimate counts them (diagnose/shm.py).
     """
 
     environment: Callable[[str, int], list[tuple[str, str, str]]] = _no_environment
     single_process_when_false: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    loader_workers: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ def load_launch_rules(program: str | None, entrypoints_dir: str) -> LaunchRules:
     return LaunchRules(
         environment=getattr(module, "environment", _no_environment),
         single_process_when_false=MappingProxyType(dict(getattr(module, "SINGLE_PROCESS_WHEN_FALSE", {}))),
+        loader_workers=getattr(module, "LOADER_WORKERS", None),
     )
 
 
