@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "container" / "src"))
-from sagemaker_mxnet_horovod import synthetic_coco  # noqa: E402
+from sagemaker_mxnet_data import synthetic_coco  # noqa: E402
 
 SCRIPTS = {"faster": ROOT / "entrypoints" / "faster_rcnn.py", "mask": ROOT / "entrypoints" / "mask_rcnn.py"}
 ITER_LINE = re.compile(r"^epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)$")

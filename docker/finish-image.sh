@@ -25,8 +25,8 @@ esac
 PIP_DISABLE_PIP_VERSION_CHECK=1 pip install --no-cache-dir --no-deps --no-build-isolation --no-index \
   "$kit/launcher"
 pip check
-command -v train
-python -c "import sagemaker_mxnet_horovod"
+command -v train synth-data
+python -c "import sagemaker_mxnet_horovod.cli, sagemaker_mxnet_data.synth_data"
 
 sbom=/usr/share/sbom
 install -d -m 0755 "$sbom"

@@ -40,7 +40,7 @@ once, exit 2, ``channel 'data' is incomplete: missing <path>``. ``train`` and ``
         # estimator.fit({"train": "s3://BUCKET/coco/train", "val": "s3://BUCKET/coco/val",
         #                "pretrained": "s3://BUCKET/mxnet-models"})   # holds resnet50_v1b-0ecdba34.params
 
-  * Tiny synthetic data for smoke tests: ``python -m sagemaker_mxnet_horovod.synthetic_coco DIR``.
+  * Tiny synthetic data for smoke tests: ``python -m sagemaker_mxnet_data.synthetic_coco DIR``.
 
 Pretrained backbone (``--pretrained-base true``, the default): GluonCV looks for
 ``$MXNET_HOME/models/<network>-<hash>.params`` (resnet50_v1b-0ecdba34.params; MXNET_HOME defaults to

@@ -18,7 +18,7 @@ codes), with these differences:
 
 Quick start on tiny synthetic data (CPU, one process)::
 
-    python -m sagemaker_mxnet_horovod.synthetic_coco /tmp/coco
+    python -m sagemaker_mxnet_data.synthetic_coco /tmp/coco
     python mask_rcnn.py --train-dir /tmp/coco --pretrained-base false --short 256 --max-size 320 \\
         --epochs 1 --max-iterations-per-epoch 2 --num-workers 0 --rpn-test-post-nms 50 \\
         --model-dir /tmp/model --checkpoint-dir /tmp/ckpt --tensorboard false

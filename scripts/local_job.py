@@ -129,11 +129,16 @@ class JobSpec:
     timeout_s: float = 600.0
     pipe_epochs: int = 1
     extra_mounts: list = field(default_factory=list)  # (host_path, container_path, mode)
+    host_mounts: dict = field(default_factory=dict)  # host -> [(host_path, container_path, mode)]: that host only
     command: tuple = ("train",)
     hostname_is_alias: bool = False  # hostname algo-N as on SageMaker (default: random, as in SDK local mode)
     code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
     volumes: dict = field(default_factory=dict)  # host -> [(docker volume name, container path)]
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
+    memory: dict = field(default_factory=dict)  # host -> docker --memory, the same --memory-swap (no swap): "768m"
+    # /dev/shm of every host: Docker's default (64 MiB) is too small for DataLoader workers and NCCL; SageMaker's
+    # hosts have many GiB. None: Docker's default.
+    shm_size: str | None = "1g"
     config_files: dict = field(default_factory=dict)  # file name -> text replacing what prepare_host writes
     during: object = None  # callable(RunningJob), run in a thread once the containers started (fault injection)
     timed_logs: bool = False  # also keep every log line with docker's timestamp (HostResult.timed_log)
@@ -296,6 +301,14 @@ class RunningJob:
     def exec(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         return docker("exec", self.container(host, 10), *argv)
 
+    def stranger(self, image: str, argv: list, mounts=(), timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run argv in a container that is no host of the job but sits on the job's network, as anyone on the
+        same VPC could; returns when it ends. mounts: (host path, container path), read-only."""
+        args = ["run", "--rm", "--network", f"{self.project}-net"]
+        for source, target in mounts:
+            args += ["-v", f"{Path(source).resolve()}:{target}:ro"]
+        return docker(*args, image, *argv, check=False, timeout=timeout)
+
 
 def feed_pipes(data_dir: Path, channel: Channel, epochs: int, stop: threading.Event) -> None:
     """SageMaker Pipe mode: FIFO <channel>_<epoch>, one per epoch, each carrying the whole channel."""
@@ -420,10 +433,14 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
     for channel in spec.channels:
         if channel.mode in MOUNTED_MODES:
             args += ["-v", f"{channel.source_for(host).resolve()}:/opt/ml/input/data/{channel.name}:ro"]
-    for source, target, mode in spec.extra_mounts:
+    for source, target, mode in (*spec.extra_mounts, *spec.host_mounts.get(host, ())):
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
     if host in spec.cpusets:
         args += ["--cpuset-cpus", spec.cpusets[host]]
+    if host in spec.memory:
+        args += ["--memory", spec.memory[host], "--memory-swap", spec.memory[host]]
+    if spec.shm_size:
+        args += ["--shm-size", spec.shm_size]
     for volume, target in spec.volumes.get(host, ()):
         args += ["-v", f"{volume}:{target}"]
     for key, value in spec.env.items():
@@ -550,6 +567,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--pipe-epochs", type=int, default=1)
+    parser.add_argument("--shm-size", default="1g", help="each container's /dev/shm (docker --shm-size)")
     parser.add_argument("--instance-group", action="append", default=[], metavar="NAME=HOST,HOST",
                         help="a heterogeneous cluster's instance group (repeat; default: one homogeneousCluster)")
     args = parser.parse_args(argv)
@@ -568,7 +586,7 @@ def main(argv=None) -> int:
     spec = JobSpec(image=args.image, hosts=args.hosts,
                    hyperparameters=dict(item.split("=", 1) for item in args.hp),
                    channels=channels, env=dict(item.split("=", 1) for item in args.env),
-                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs,
+                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs, shm_size=args.shm_size,
                    instance_groups={name: hosts.split(",") for name, _, hosts in
                                     (item.partition("=") for item in args.instance_group)})
     if args.workdir.exists():

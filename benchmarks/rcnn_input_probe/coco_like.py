@@ -19,11 +19,7 @@ import os
 
 import numpy as np
 from PIL import Image, ImageDraw
-
-try:  # the data tools' module, before and after they move to their own package
-    from sagemaker_mxnet_data.coco_categories import COCO_CATEGORIES
-except ImportError:
-    from sagemaker_mxnet_horovod.coco_categories import COCO_CATEGORIES
+from sagemaker_mxnet_data.coco_categories import COCO_CATEGORIES
 
 SPLIT = "train2017"
 

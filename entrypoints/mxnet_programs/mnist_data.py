@@ -9,7 +9,7 @@ Pipe mode: rank r reads FIFO <input>/data/<channel>_<r>_<k> for its k-th pass, t
 import os
 import time
 
-from sagemaker_mxnet_horovod import mnist_files
+from sagemaker_mxnet_data import mnist_files
 
 from mxnet_programs import channel_sharding
 from mxnet_programs import sagemaker_env as sm

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from local_job import DOCKER, Channel, JobSpec, RunningJob, run_job
+from sagemaker_mxnet_horovod import __version__ as LAUNCHER_VERSION
 from toolkit_job import as_toolkit_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,6 +30,9 @@ CODE_DIR = ROOT / "tests" / "integration" / "code"
 FAULT_CODE_DIR = ROOT / "tests" / "faults" / "code"  # programs only this suite runs
 OBSERVATIONS: list = []  # filled by test_faults.py, printed as the report table by conftest.py
 JOB_TIMEOUT_S = 240.0  # the harness kills a job still running after this (the toolkit waits up to an hour)
+
+# The first line of the failure file when the MNIST program rejects its input on a rank (exit 2, before training).
+MNIST_ERROR = r"^rank [01] on algo-[12] exited with code 2: mnist: error: "
 
 # Expected exit codes: an int, or one of these.
 NONZERO = "non-zero"
@@ -68,15 +72,36 @@ class Observation:
     failure: str  # master's first failure line ("" when none)
     seconds: float | None  # fault to last exit; None when a host never exited
     problems: list
+    harness_error: str | None = None  # the harness itself failed: the scenario was not observed
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return not self.problems and self.harness_error is None
+
+    @property
+    def result(self) -> str:
+        return "ERROR" if self.harness_error is not None else "pass" if self.passed else "FAIL"
 
     @property
     def observed(self) -> str:
+        if self.harness_error is not None:
+            return f"harness error: {self.harness_error}"
         codes = "/".join("-" if c is None else str(c) for c in self.exits)
         return f"exit {codes}" + (f"; {self.failure}" if self.failure else "; no failure file")
+
+
+def harness_error_observation(scenario: Scenario, launcher: str, error: BaseException) -> Observation:
+    """The Observation of a scenario whose harness failed (the job could not be built, run or judged): it
+    counts, and shows, as not as expected."""
+    text = f"{type(error).__name__}: {first_line(str(error))}"
+    return Observation(scenario.name, launcher, scenario.expected, [], "", None, [text], harness_error=text)
+
+
+def summary(observations: list) -> str:
+    """'N/M as expected', and how many of the M the harness could not observe."""
+    errors = sum(o.harness_error is not None for o in observations)
+    return (f"{sum(o.passed for o in observations)}/{len(observations)} as expected"
+            + (f", {errors} harness error{'s' if errors > 1 else ''}" if errors else ""))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -116,6 +141,26 @@ def native_crash(handler: str):
                                timeout_s=JOB_TIMEOUT_S)
 
 
+def rank_out_of_memory(ctx: Context) -> JobSpec:
+    # Rank 1 grows past algo-2's container limit (docker --memory, no swap): the kernel's OOM killer ends it.
+    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "oom", "extra-steps": "600"},
+                         memory={"algo-2": "768m"})
+
+
+def rank_fills_dev_shm(ctx: Context) -> JobSpec:
+    # Docker's /dev/shm shrunk to 16 MiB: the launcher warns at the start (2 data-loader workers per rank need more),
+    # then rank 1 writes a 64 MiB batch there and dies of SIGBUS.
+    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "shm", "extra-steps": "600", "num_workers": "2"},
+                         shm_size="16m")
+
+
+def start_warning_said(text: str):
+    def check(ctx: Context, result) -> list:
+        return [] if all(text in host.logs for host in result.hosts) else [f"a host's log lacks {text!r}"]
+
+    return check
+
+
 def kill_when_training(host: str, signal_name: str = "KILL"):
     """An injector: once rank 0 has done its first allreduce (training is under way), signal `host`."""
 
@@ -143,6 +188,24 @@ def sigterm_during_mnist(hosts: tuple):
         return mnist_job(ctx, hps={"epochs": "50", "log-interval": "5"}, during=inject)
 
     return build
+
+
+def stacks_written(*expected: tuple):
+    """A check: the hang watch that ended the job wrote every rank's stacks. expected: (host whose output holds the
+    dump, the rank's file, a text its stacks must contain)."""
+
+    def check(ctx: Context, result) -> list:
+        problems = []
+        roots = {host.name: host.root for host in result.hosts}
+        for host, name, text in expected:
+            files = sorted((roots[host] / "output" / "data" / "stacks").glob(f"*/{name}"))
+            if not files:
+                problems.append(f"no stacks/*/{name} in {host}'s output/data")
+            elif not any(text in path.read_text() for path in files):
+                problems.append(f"{host}'s stacks/*/{name} lack {text!r}: {files[-1].read_text()[-600:]!r}")
+        return problems
+
+    return check
 
 
 def checkpoint_saved_on_stop(ctx: Context, result) -> list:
@@ -267,13 +330,69 @@ def previous_checkpoint_survives(ctx: Context, result) -> list:
     return problems
 
 
+def worker_late_for_a_failed_job(ctx: Context) -> JobSpec:
+    # algo-3's sshd cannot start (an empty /etc/ssh: no sshd_config), which fails the job before algo-2, 6 s late,
+    # checks in: algo-2 must end with the master's reason within seconds, not at its peer timeout (60 s).
+    empty = ctx.workdir / "empty-etc-ssh"
+    empty.mkdir(exist_ok=True)
+    spec = allreduce_job(ctx, start_delays={"algo-2": 6}, host_mounts={"algo-3": [(empty, "/etc/ssh", "ro")]})
+    return dataclasses.replace(spec, hosts=3)
+
+
+class Stranger:
+    """Another container on the job's network checks in with the master as `claim` (a host name, launcher
+    version, and whether it goes on to send `ready`), while the master waits for its workers (algo-2 starts 5 s
+    late) or, with during_job, once training is under way. Judged: the job succeeds on every host, the master's
+    log names the stranger's address and claim, and the stranger learned nothing about the job."""
+
+    def __init__(self, host: str, version: str = LAUNCHER_VERSION, ready: bool = False, during_job: bool = False):
+        self.host, self.version, self.ready, self.during_job = host, version, ready, during_job
+        self.output = ""
+
+    def build(self, ctx: Context) -> JobSpec:
+        argv = ["python", "/stranger/stranger.py", "algo-1", "7420", self.host, self.version,
+                *(["--ready"] if self.ready else [])]
+
+        def inject(job: RunningJob) -> None:
+            if self.during_job:
+                job.wait_for_log("algo-1", "rank 0/2", timeout=120)
+            done = job.stranger(ctx.image, argv, mounts=[(FAULT_CODE_DIR, "/stranger")])
+            self.output = done.stdout + done.stderr
+
+        if self.during_job:
+            return allreduce_job(ctx, hps={"extra-steps": "100"}, during=inject)
+        return allreduce_job(ctx, during=inject, start_delays={"algo-2": 5})
+
+    def check(self, ctx: Context, result) -> list:
+        address = re.search(r"stranger-address (\S+)", self.output)
+        if not address:
+            return [f"the stranger did not get to check in: {self.output[-300:]!r}"]
+        problems = []
+        logged = f"ignored a check-in from {address.group(1)} (as {self.host!r}, launcher {self.version})"
+        if logged not in result.master.logs:
+            problems.append(f"the master's log does not say {logged!r}")
+        answer = f'stranger-answer {{"type": "reject", "message": "{address.group(1)} is not a worker of this job"}}'
+        if answer not in self.output:
+            problems.append(f"the stranger was answered otherwise: {self.output[-300:]!r}")
+        return problems
+
+
+def stranger_scenario(name: str, stranger: Stranger) -> Scenario:
+    return Scenario(name, "success on every host; the master logs the stranger's address and claim, tells it "
+                          "nothing", stranger.build, exits=(0, 0), max_seconds=120, check=stranger.check,
+                    toolkit=False)  # this launcher's handshake
+
+
 SCENARIOS = [
     Scenario("worker container never starts", "master fails naming algo-2 within the peer timeout (10 s)",
              lambda ctx: allreduce_job(ctx, hps={"mpi_peer_timeout_s": "10"}, skip_hosts=("algo-2",)),
              exits=(1, None), failure=r"^cluster setup failed on master algo-1: worker\(s\) algo-2 did not check in",
              max_seconds=30),
     Scenario("worker killed mid-training", "master stops the job, names algo-2",
-             container_fault("algo-2"), exits=(NONZERO, KILLED), failure=r"algo-2", fault="injected"),
+             container_fault("algo-2"), exits=(NONZERO, KILLED), fault="injected",
+             # The master's own watch (its link to the worker closed), or mpirun's loss of its daemon there.
+             failure=r"^(worker algo-2 went away during the job \(container stopped or crashed\)|lost contact with "
+                     r"host algo-2: its MPI daemon died)"),
     Scenario("master killed mid-training", "worker exits non-zero: lost the master",
              container_fault("algo-1"), exits=(KILLED, NONZERO), fault="injected",
              worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
@@ -282,7 +401,8 @@ SCENARIOS = [
              failure=r"^rank 1 on algo-2 (exited with code 1|failed): ValueError: rank 1 was asked to fail",
              worker_failure=r"^worker algo-2: the job failed on algo-1: rank 1 on algo-2"),
     Scenario("one rank exits 0 early", "both fail: a rank left while the others still needed it",
-             rank_fault("exit0"), exits=(NONZERO, NONZERO), fault="rank", failure=r"^rank 0 on algo-1 .*shut down"),
+             rank_fault("exit0"), exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^rank 0 on algo-1 exited with code 1: .*Horovod has been shut down"),
     Scenario("one rank segfaults", "both fail; failure names rank 1 and SIGSEGV",
              rank_fault("segv"), exits=(NONZERO, NONZERO), fault="rank",
              failure=r"^rank 1 on algo-2 .*(SIGSEGV|signal 11|[Ss]egmentation)"),
@@ -301,9 +421,22 @@ SCENARIOS = [
              max_seconds=60,
              failure=r"^rank 1 on algo-2 crashed with SIGSEGV \(segmentation fault\) and the job had not ended 30 s "
                      r"later"),
-    Scenario("rank SIGKILLed (OOM-style)", "both fail; failure names rank 1 and SIGKILL",
+    Scenario("rank SIGKILLed, not out of memory", "both fail; failure names rank 1 and SIGKILL, no out of memory",
              rank_fault("sigkill"), exits=(NONZERO, NONZERO), fault="rank",
              failure=r"^rank 1 on algo-2 .*(SIGKILL|signal 9)"),
+    Scenario("rank out of memory", "both fail; failure says algo-2 ran out of memory, its limit and peak",
+             rank_out_of_memory, exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^algo-2 ran out of memory: the kernel's OOM killer killed rank 1 \(SIGKILL\); container limit "
+                     r"768 MiB, peak usage [\d.]+ MiB of 768 MiB",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: algo-2 ran out of memory"),
+    Scenario("rank dies of a full /dev/shm", "both fail; failure names /dev/shm, its size, the need and the fixes; "
+             "the start log warned", rank_fills_dev_shm, exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^/dev/shm too small: rank 1 on algo-2 died of Bus error: SIGBUS on a page of a full /dev/shm "
+                     r"\(.*\); /dev/shm there is 16 MiB, smaller than the about 128 MiB .* Fix: a larger /dev/shm: "
+                     r"docker run --shm-size=1g",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: /dev/shm too small: rank 1 on algo-2",
+             check=start_warning_said("WARNING: /dev/shm is 16 MiB, less than the about 128 MiB (1 rank x 2 "
+                                      "data-loader workers (num_workers) x 64 MiB) this job needs")),
     Scenario("SIGTERM to the master", "job stops, checkpoint saved, both exit 143",
              sigterm_during_mnist(("algo-1",)), exits=(143, 143), fault="injected", max_seconds=120,
              failure=r"^stopped by SIGTERM", check=checkpoint_saved_on_stop),
@@ -318,7 +451,9 @@ SCENARIOS = [
              never_resolves, exits=(1, 1),
              failure=r"^cluster setup failed on master algo-1: worker algo-2 checked in, but the master cannot "
                      r"resolve its name",
-             worker_failure=r"^worker algo-2: the job failed on algo-1: cluster setup failed", max_seconds=30,
+             # algo-2 never got the job's key: the master cannot check who a claim with an unresolvable name is.
+             worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: algo-2 does not resolve on the "
+                            r"master within the peer timeout", max_seconds=30,
              # The toolkit runs with hostnames equal to the names (its sshd setup needs them), and its mpirun
              # reached algo-2 anyway: not the same fault.
              toolkit=False),
@@ -338,15 +473,17 @@ SCENARIOS = [
              max_seconds=20),
     Scenario("wrong type for a program argument", "both fail naming --epochs",
              lambda ctx: mnist_job(ctx, hps={"epochs": "ten"}), exits=(2, 2),
-             failure=r"epochs.*'ten'", max_seconds=45),
+             failure=MNIST_ERROR + r"argument --epochs: invalid integer value: 'ten'", max_seconds=45),
     Scenario("unknown program", "both exit 2 naming the program",
              lambda ctx: allreduce_job(ctx, hps={"sagemaker_program": "resnet", "sagemaker_submit_directory": ""}),
-             exits=(2, 2), failure=r"^invalid job configuration: .*'resnet'", max_seconds=20),
+             exits=(2, 2), failure=r"^invalid job configuration: unknown program 'resnet'", max_seconds=20),
     Scenario("missing channel", "both fail naming the train channel",
              lambda ctx: mnist_job(ctx, channels=[Channel("test", ctx.mnist / "test")]), exits=(2, 2),
-             failure=r"train", max_seconds=45),
+             failure=MNIST_ERROR + r"missing channel 'train': directory /opt/ml/input/data/train does not exist",
+             max_seconds=45),
     Scenario("corrupt data file", "both fail naming the file",
-             corrupt_train_channel, exits=(2, 2), failure=r"images", max_seconds=45),
+             corrupt_train_channel, exits=(2, 2), max_seconds=45,
+             failure=MNIST_ERROR + r"IDX file /opt/ml/input/data/train/\S*images\S* is truncated or padded"),
     Scenario("disk full while saving a checkpoint", "both fail naming the full disk and file; the previous checkpoint intact",
              disk_full_job, exits=(NONZERO, NONZERO), max_seconds=120,
              failure=r"^rank 0 on algo-1 exited with code 1: .*No space left on device while saving /opt/ml/checkpoints/",
@@ -354,24 +491,43 @@ SCENARIOS = [
     Scenario("Pipe mode with too few channels", "both exit 2 before training",
              lambda ctx: mnist_job(ctx, channels=[Channel("train_0", ctx.shards / "train_0", "Pipe"),
                                                   Channel("test", ctx.mnist / "test")]),
-             exits=(2, 2), failure=r"Pipe mode needs one channel per rank", max_seconds=45),
+             exits=(2, 2), max_seconds=45,
+             failure=MNIST_ERROR + r"Pipe mode needs one channel per rank: have train_0\.\.train_0, need 2"),
     Scenario("collective stalls: two ranks read one Pipe FIFO",
              "both fail within the stall timeout (10 s) + 2 checks, naming ranks 1, 3, the tensor and the Pipe fix",
              pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45,
              failure=r"^Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce\.step0, "
                      r"which the other ranks waited on .*Pipe mode.*own channel",
-             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2"),
+             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2",
+             check=stacks_written(("algo-1", "algo-2-rank-3.txt", "in read_pipe_channel"),
+                                  ("algo-1", "algo-1-rank-1.txt", "in read_pipe_channel"))),
     Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
              "where it blocked and its last line",
              rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
              failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
-                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
+                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'",
+             check=stacks_written(("algo-1", "algo-2-rank-1.txt", "os.read(never_written, 1)"),
+                                  ("algo-1", "algo-1-rank-0.txt", "Thread MainThread"),
+                                  ("algo-2", "algo-2-rank-1.txt", "os.read(never_written, 1)"))),
     Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
              "with a 6 s progress and 40 s stall timeout",
              solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
     Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
              partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
-             failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
+             failure=r"^worker algo-2 became unreachable during the job",
+             worker_failure=r"^worker algo-2: lost contact with the master algo-1",
+             # Each side writes its own ranks' stacks: the other is out of reach.
+             check=stacks_written(("algo-1", "algo-1-rank-0.txt", "Thread MainThread"),
+                                  ("algo-2", "algo-2-rank-1.txt", "Thread MainThread"))),
+    stranger_scenario("a stranger checks in as a host of no job", Stranger("algo-7")),
+    stranger_scenario("a stranger checks in as algo-2 before algo-2 does", Stranger("algo-2", ready=True)),
+    stranger_scenario("a stranger checks in with another launcher version", Stranger("algo-2", version="0.0.1")),
+    stranger_scenario("a forged check-in during the job", Stranger("algo-2", during_job=True)),
+    Scenario("a worker checks in after the job failed", "the late worker ends within seconds with the master's reason",
+             worker_late_for_a_failed_job, exits=(1, 1, 1), max_seconds=30, toolkit=False,
+             failure=r"^cluster setup failed on master algo-1: worker algo-3: sshd on algo-3 did not start",
+             worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: the job ended before algo-2 "
+                            r"checked in: cluster setup failed on master algo-1: worker algo-3: sshd on algo-3"),
 ]
 
 
@@ -456,8 +612,7 @@ def format_report(observations: list, title: str) -> str:
     rows = [("scenario", "expected", "observed", "s to exit", "result")]
     for o in observations:
         observed = o.observed if len(o.observed) <= 90 else o.observed[:87] + "..."
-        rows.append((o.scenario, o.expected, observed, "-" if o.seconds is None else f"{o.seconds:.1f}",
-                     "pass" if o.passed else "FAIL"))
+        rows.append((o.scenario, o.expected, observed, "-" if o.seconds is None else f"{o.seconds:.1f}", o.result))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [title]
     for i, row in enumerate(rows):

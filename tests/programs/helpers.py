@@ -11,7 +11,7 @@ from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem
 from mxnet_programs.sagemaker_env import DistEnv
-from sagemaker_mxnet_horovod import datatool
+from sagemaker_mxnet_data import synth_data
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -36,7 +36,7 @@ def horovod_problem():
 
 
 def make_mnist(out_dir, train, test, seed=0, fmt="idx"):
-    code = datatool.main(["mnist", str(out_dir), "--train", str(train), "--test", str(test),
+    code = synth_data.main(["mnist", str(out_dir), "--train", str(train), "--test", str(test),
                           "--seed", str(seed), "--format", fmt])
     assert code == 0
     return Path(out_dir)
@@ -60,6 +60,18 @@ def base_env(workdir, extra=None):
     })
     env.update(extra or {})
     return env
+
+
+def mxnet_blocked_env(workdir, env=None):
+    """`env` plus a PYTHONPATH on which `import mxnet` raises (and so does whatever imports it: gluoncv,
+    horovod.mxnet): a check that must fail before MXNet is imported, which takes seconds, fails the run
+    if it comes after. A condition instead of a timed bound."""
+    blocker = Path(workdir) / "mxnet-blocker"
+    (blocker / "mxnet").mkdir(parents=True, exist_ok=True)
+    (blocker / "mxnet" / "__init__.py").write_text(
+        "raise RuntimeError('mxnet was imported before the input checks finished')\n")
+    path = base_env(workdir)["PYTHONPATH"]
+    return {**(env or {}), "PYTHONPATH": os.pathsep.join([str(blocker), path])}
 
 
 def start_mnist(workdir, args=(), env=None, ranks=1):

@@ -8,12 +8,11 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 
 import pytest
 from mxnet_programs import mnist_data
 from mxnet_programs.mnist import METRIC_DEFINITIONS, build_net
-from sagemaker_mxnet_horovod import datatool
+from sagemaker_mxnet_data import synth_data
 
 from programs.helpers import (
     DEV_VENV_REASON,
@@ -22,6 +21,7 @@ from programs.helpers import (
     base_env,
     channels_env,
     make_mnist,
+    mxnet_blocked_env,
     run_mnist,
     start_mnist,
 )
@@ -61,7 +61,7 @@ def load_exported(model_dir):
 
 
 def accuracy_of(mx, net, data_dir):
-    images, labels = datatool.read_dataset(str(data_dir / "test"))
+    images, labels = synth_data.read_dataset(str(data_dir / "test"))
     x = mx.nd.array(images.reshape(-1, 1, 28, 28).astype(np.float32) / 255.0)
     predicted = net(x).argmax(axis=1).asnumpy()
     return float((predicted == labels).mean())
@@ -152,7 +152,7 @@ def test_resume_continues_at_the_next_epoch(tiny_mnist, tmp_path):
     mx, exported = load_exported(tmp_path / "model")
     from_checkpoint = build_net(mx)
     from_checkpoint.load_parameters(str(tmp_path / "checkpoints" / "checkpoint-epoch-0003.params"))
-    images, _ = datatool.read_dataset(str(tiny_mnist / "test"))
+    images, _ = synth_data.read_dataset(str(tiny_mnist / "test"))
     x = mx.nd.array(images[:50].reshape(-1, 1, 28, 28).astype(np.float32) / 255.0)
     np.testing.assert_allclose(exported(x).asnumpy(), from_checkpoint(x).asnumpy(), rtol=1e-5, atol=1e-5)
 
@@ -178,13 +178,11 @@ def test_sigterm_checkpoints_mid_epoch_exits_143_and_resumes_there(small_mnist, 
     job = start_mnist(tmp_path, args, env=channels_env(small_mnist))
     try:
         job.wait_for(r"^epoch=1 batch=20/", timeout=90)
-        signalled = time.time()
         job.proc.send_signal(signal.SIGTERM)
-        job.wait(60)
+        job.wait(60)  # a generous bound: SageMaker sends SIGKILL 120 s after its SIGTERM
     finally:
         job.kill()
     assert job.returncode == 143, job.explain()
-    assert time.time() - signalled < 10  # prompt: one batch, a checkpoint, exit
     assert "stopped by SIGTERM" in job.stdout
     jsons = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.json"))
     assert len(jsons) == 1 and re.fullmatch(r"checkpoint-epoch-0001-batch-\d{6}\.json", jsons[0]), jsons
@@ -204,7 +202,7 @@ def test_sigterm_checkpoints_mid_epoch_exits_143_and_resumes_there(small_mnist, 
 def test_pipe_mode_single_process_reads_one_fifo_per_epoch(trained, tiny_mnist, tmp_path):
     """One process, channel `train` in Pipe mode: FIFOs train_0, train_1, train_2 (one per epoch)."""
     rec = tmp_path / "rec"
-    assert datatool.main(["shard", str(tiny_mnist / "train"), str(rec), "--shards", "1"]) == 0
+    assert synth_data.main(["shard", str(tiny_mnist / "train"), str(rec), "--shards", "1"]) == 0
     workdir = tmp_path / "job"
     feeder = PipeFeeder(workdir / "input" / "data", {"train": rec / "train_0" / "train_0.rec"}, passes=3)
     config = {"train": {"TrainingInputMode": "Pipe"}, "test": {"TrainingInputMode": "File"}}
@@ -348,10 +346,9 @@ def test_bad_input_fails_fast_with_one_line_and_exit_2(case, tiny_mnist, tmp_pat
     env, args, expected = case(tmp_path, tiny_mnist)
     workdir = tmp_path / "job"
     workdir.mkdir()
-    started = time.time()
-    result = subprocess.run([sys.executable, str(MNIST), *args], env=base_env(workdir, env), cwd=workdir,
-                            check=False, capture_output=True, text=True, timeout=60)
-    seconds = time.time() - started
+    # Fails fast: before mxnet is imported (any import of it raises here), not after a timed bound.
+    result = subprocess.run([sys.executable, str(MNIST), *args], env=base_env(workdir, mxnet_blocked_env(workdir, env)),
+                            cwd=workdir, check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, f"{result.returncode}\n{result.stdout}\n{result.stderr}"
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("mnist: error: "), result.stderr
@@ -359,7 +356,6 @@ def test_bad_input_fails_fast_with_one_line_and_exit_2(case, tiny_mnist, tmp_pat
         assert text in errors[0], (text, errors[0])
     assert "Traceback" not in result.stderr
     assert "mxnet" not in result.stdout  # nothing started training
-    assert seconds < 15
     assert not (workdir / "model").exists()
 
 

@@ -1,26 +1,45 @@
 """Tests mirror the code (docs/testing.md): every module of the image's Python packages (container/src) has a
-test module named for it, test_<module>.py or test_<module>_<topic>.py for a topic of a large one, and every
-module of tests/unit is named for the module it tests; no two modules on pytest's import path share a name.
-Static: reads file names only."""
+test module named for it in the mirrored folder of tests/unit: test_<module>.py, or test_<module>_<topic>.py for a
+topic of a large one. The launcher's folders (parse/, plan/, act/, ...) are tests/unit's; the image's two other
+packages have a folder each (MIRRORS). Every module of tests/unit is named for a module of its folder, and no two
+modules on pytest's import path share a name. Static: reads file names only."""
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 ROOT = Path(__file__).resolve().parents[2]
-# Tested inside the image, where their libraries are (MXNet, pycocotools): the test module that covers each.
+SRC = ROOT / "container" / "src"
+UNIT = ROOT / "tests" / "unit"
+# Where each package's modules have their unit tests: the package's own folders below that one.
+MIRRORS = {
+    "sagemaker_mxnet_horovod": "",
+    "sagemaker_mxnet_container": "mxnet_container",
+    "sagemaker_mxnet_data": "mxnet_data",
+}
+# Tested inside the image, where their libraries are (numpy, MXNet, pycocotools): the test module that covers each.
 TESTED_IN_IMAGE = {
-    "datatool": "tests/programs/test_datatool.py",
-    "mnist_files": "tests/programs/test_datatool.py",  # the one MNIST reader, of synth-data and the program
-    "synthetic_coco": "tests/programs/rcnn/test_synthetic_coco.py",  # with the R-CNN programs' data
-    "coco_categories": "tests/programs/rcnn/test_synthetic_coco.py",  # a data table
+    "sagemaker_mxnet_data/synth_data.py": "tests/programs/test_synth_data.py",
+    # the one MNIST reader, of synth-data and the program
+    "sagemaker_mxnet_data/mnist_files.py": "tests/programs/test_synth_data.py",
+    "sagemaker_mxnet_data/synthetic_coco.py": "tests/programs/rcnn/test_synthetic_coco.py",
+    "sagemaker_mxnet_data/coco_categories.py": "tests/programs/rcnn/test_synthetic_coco.py",  # a data table
 }
 
 
-def source_modules() -> set:
-    return {path.stem for path in (ROOT / "container" / "src").glob("*/*.py") if path.stem != "__init__"}
+def source_modules() -> dict:
+    """Each module, by its path under container/src, -> the folder of tests/unit that mirrors its folder."""
+    modules = {}
+    for path in SRC.rglob("*.py"):
+        relative = PurePosixPath(path.relative_to(SRC).as_posix())
+        if relative.name == "__init__.py":
+            continue
+        package, *folders = relative.parent.parts
+        modules[str(relative)] = PurePosixPath(MIRRORS[package], *folders)
+    return modules
 
 
-def unit_test_modules() -> set:
-    return {path.stem for path in (ROOT / "tests" / "unit").glob("test_*.py")}
+def unit_test_modules() -> dict:
+    """Each test module of tests/unit, by name -> its folder relative to tests/unit."""
+    return {path.stem: PurePosixPath(path.parent.relative_to(UNIT).as_posix()) for path in UNIT.rglob("test_*.py")}
 
 
 def covers(test: str, module: str) -> bool:
@@ -28,21 +47,25 @@ def covers(test: str, module: str) -> bool:
     return test == f"test_{module}" or test.startswith(f"test_{module}_")
 
 
-def test_every_module_has_a_test_module_named_for_it():
-    untested = sorted(module for module in source_modules() - set(TESTED_IN_IMAGE)
-                      if not any(covers(test, module) for test in unit_test_modules()))
-    assert untested == [], "add tests/unit/test_<module>.py for each"
+def test_every_module_has_a_test_module_named_for_it_in_the_mirrored_folder():
+    tests = unit_test_modules()
+    untested = sorted(module for module, folder in source_modules().items() if module not in TESTED_IN_IMAGE
+                      and not any(covers(test, PurePosixPath(module).stem) and where == folder
+                                  for test, where in tests.items()))
+    assert untested == [], "add tests/unit/<its folder>/test_<module>.py for each"
 
 
 def test_the_modules_tested_in_the_image_are_still_there_and_so_are_their_tests():
-    assert set(TESTED_IN_IMAGE) <= source_modules()
+    assert set(TESTED_IN_IMAGE) <= set(source_modules())
     assert [test for test in TESTED_IN_IMAGE.values() if not (ROOT / test).is_file()] == []
 
 
-def test_every_unit_test_module_is_named_for_the_module_it_tests():
-    strays = sorted(test for test in unit_test_modules()
-                    if not any(covers(test, module) for module in source_modules()))
-    assert strays == [], "name each test_<module>.py or test_<module>_<topic>.py"
+def test_every_unit_test_module_is_named_for_a_module_of_its_folder():
+    modules = source_modules()
+    strays = sorted(f"{folder}/{test}" for test, folder in unit_test_modules().items()
+                    if not any(covers(test, PurePosixPath(module).stem) and where == folder
+                               for module, where in modules.items()))
+    assert strays == [], "name each test_<module>.py or test_<module>_<topic>.py, in its module's mirrored folder"
 
 
 def import_root(test_dir: Path) -> Path:
@@ -58,7 +81,7 @@ def import_roots() -> list:
     import root (pytest puts it there itself)."""
     test_dirs = {import_root(path.parent) for pattern in ("test_*.py", "conftest.py")
                  for path in (ROOT / "tests").rglob(pattern)}
-    return [ROOT / "container" / "src", ROOT / "entrypoints", ROOT / "scripts", *sorted(test_dirs)]
+    return [SRC, ROOT / "entrypoints", ROOT / "scripts", *sorted(test_dirs)]
 
 
 def test_no_two_importable_modules_share_a_name():

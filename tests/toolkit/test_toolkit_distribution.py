@@ -11,9 +11,10 @@ import pytest
 
 toolkit_environment = pytest.importorskip("sagemaker_training.environment", reason="needs the image's toolkit")
 
-from sagemaker_mxnet_horovod.config import Paths, parse_training_config  # noqa: E402
-from sagemaker_mxnet_horovod.facts import HostFacts  # noqa: E402
-from sagemaker_mxnet_horovod.plan import make_plan  # noqa: E402
+from sagemaker_mxnet_horovod.parse.host_facts import HostFacts  # noqa: E402
+from sagemaker_mxnet_horovod.parse.paths import Paths  # noqa: E402
+from sagemaker_mxnet_horovod.parse.training_config import parse_training_config  # noqa: E402
+from sagemaker_mxnet_horovod.plan.job_plan import make_plan  # noqa: E402
 
 FACTS = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
 

@@ -1,13 +1,14 @@
-"""Parsed job configurations, host facts and plans for the unit tests that need a whole plan (test_plan_*,
-test_toolkit_env, test_outputs). A uniquely named module, as every helper under tests/: pytest puts each test
+"""Parsed job configurations, host facts and plans for the unit tests that need a whole plan (test_job_plan*,
+test_toolkit_env, test_stray_outputs, ...). A uniquely named module, as every helper under tests/: pytest puts each test
 directory on sys.path, so two helpers of one name would shadow each other."""
 
 import json
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.config import Paths, parse_training_config
-from sagemaker_mxnet_horovod.facts import HostFacts
-from sagemaker_mxnet_horovod.plan import make_plan
+from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
+from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
+from sagemaker_mxnet_horovod.plan.job_plan import make_plan
 
 PATHS = Paths(Path("/opt/ml"))
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")

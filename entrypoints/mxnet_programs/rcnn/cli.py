@@ -11,12 +11,9 @@ import os
 from mxnet_programs import hyperparameters as hp
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.process import ProgramError
-from mxnet_programs.rcnn.launch import SINGLE_PROCESS_WHEN_FALSE
+from mxnet_programs.rcnn.launch import CPU_LOADER_WORKERS, SINGLE_PROCESS_WHEN_FALSE
 
 LR_REFERENCE_BATCH = 8  # --lr is the learning rate for this many images per iteration (global)
-# DataLoader workers per rank on CPU hosts: a CPU rank trains ~0.05-0.1 images/s, which one worker feeds many times
-# over; 4 (the earlier default for every host) measured no slower (benchmarks/rcnn_first_iteration.py), so it stays.
-CPU_LOADER_WORKERS = 4
 # AWS's R-CNN Horovod walkthrough passes one channel, `data`, holding COCO 2017 as COCO ships it.
 DATA_CHANNEL = "data"
 DATA_TRAIN_SPLIT, DATA_VAL_SPLIT = "train2017", "val2017"
@@ -126,17 +123,6 @@ def build_parser(model):
     g.add_argument("--output-data-dir", default=None,
                    help=f"validation results JSON [default: $SM_OUTPUT_DATA_DIR or {sm.SM_OUTPUT_DATA_DIR_DEFAULT}]")
     return parser
-
-
-def default_loader_workers(num_gpus, local_size, cores):
-    """DataLoader workers per rank when --num-workers is not given. On a GPU host every core but the training
-    process's own: one core decodes and transforms 3.7 Mask R-CNN or 8.7 Faster R-CNN images/s at short side 800
-    (benchmarks/rcnn_input.py), and a GPU takes 6-12 (assumed: no GPU here); 11 workers of a p3dn/p4d rank's 12 vCPUs give 3.3x
-    a 12 images/s GPU's need for Mask R-CNN, where the earlier fixed 4 gave 1.2x. Idle workers cost nothing: they wait
-    once the prefetch queue is full."""
-    if not num_gpus:
-        return CPU_LOADER_WORKERS
-    return max(1, cores // max(1, local_size) - 1)
 
 
 def train_source(flag_dir, environ=None):

@@ -10,7 +10,7 @@ import json
 import os
 import re
 
-from sagemaker_mxnet_horovod.coco_categories import COCO_CLASS_NAMES
+from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
 
 from mxnet_programs import channel_sharding
 from mxnet_programs.process import ProgramError

@@ -10,14 +10,14 @@ import os
 import time
 import warnings
 
-from sagemaker_mxnet_horovod.coco_categories import COCO_CLASS_NAMES
+from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
 
 from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.files import atomic_save, atomic_write_json
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, inputs, pretrained
+from mxnet_programs.rcnn import cli, data, evaluation, inputs, launch, pretrained
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
@@ -315,7 +315,7 @@ def main(model, argv=None):
         if config.num_workers is None:
             import mxnet as mx
 
-            workers = cli.default_loader_workers(mx.context.num_gpus(), env.local_size, len(os.sched_getaffinity(0)))
+            workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, len(os.sched_getaffinity(0)))
             config = dataclasses.replace(config, num_workers=workers)
         session = Session(model.prog, env, stop, use_horovod=config.horovod)
         RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()

@@ -1,7 +1,7 @@
 """Fixtures for the R-CNN program tests; the helpers live in helpers.py."""
 
 import pytest
-from sagemaker_mxnet_horovod import synthetic_coco
+from sagemaker_mxnet_data import synthetic_coco
 
 from programs.rcnn import helpers as rcnn_helpers
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from mxnet_programs.process import ProgramError
-from mxnet_programs.rcnn import cli
+from mxnet_programs.rcnn import cli, launch
 from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from mxnet_programs.sagemaker_env import DistEnv
@@ -109,9 +109,9 @@ def test_help_lists_hyperparameters_with_defaults(tmp_path):
 
 
 def test_loader_workers_default_to_the_cores_a_gpu_rank_leaves_free():
-    assert cli.default_loader_workers(num_gpus=8, local_size=8, cores=96) == 11  # ml.p3dn / p4d.24xlarge
-    assert cli.default_loader_workers(num_gpus=1, local_size=1, cores=8) == 7
-    assert cli.default_loader_workers(num_gpus=4, local_size=4, cores=4) == 1  # never 0: at least one worker
-    assert cli.default_loader_workers(num_gpus=0, local_size=2, cores=2) == cli.CPU_LOADER_WORKERS == 4
+    assert launch.default_loader_workers(gpu_count=8, ranks_per_host=8, cores=96) == 11  # ml.p3dn / p4d.24xlarge
+    assert launch.default_loader_workers(gpu_count=1, ranks_per_host=1, cores=8) == 7
+    assert launch.default_loader_workers(gpu_count=4, ranks_per_host=4, cores=4) == 1  # never 0: at least one worker
+    assert launch.default_loader_workers(gpu_count=0, ranks_per_host=2, cores=2) == launch.CPU_LOADER_WORKERS == 4
     assert cli.parse_config(FASTER, [], {}).num_workers is None  # resolved by training.main, once MXNet is in
     assert cli.parse_config(FASTER, ["--num-workers", "0"], {}).num_workers == 0

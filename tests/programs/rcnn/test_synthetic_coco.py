@@ -6,8 +6,8 @@ import subprocess
 import sys
 
 import pytest
-from sagemaker_mxnet_horovod import synthetic_coco
-from sagemaker_mxnet_horovod.coco_categories import COCO_CLASS_NAMES
+from sagemaker_mxnet_data import synthetic_coco
+from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
 
 from programs.rcnn import helpers as h
 
@@ -51,7 +51,7 @@ def test_synthetic_coco_is_deterministic(tmp_path, needs_mxnet):
 
 
 def test_synthetic_coco_cli_and_subcommand(tmp_path, needs_mxnet):
-    out = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.synthetic_coco", str(tmp_path / "c"),
+    out = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_data.synthetic_coco", str(tmp_path / "c"),
                           "--train", "2", "--val", "1", "--image-size", "128"],
                          cwd=h.CONTAINER_SRC, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -64,7 +64,7 @@ def test_synthetic_coco_cli_and_subcommand(tmp_path, needs_mxnet):
     assert args.func(args) == 0
     assert (tmp_path / "d" / "annotations" / "instances_train2017.json").is_file()
     assert not (tmp_path / "d" / "annotations" / "instances_val2017.json").exists()
-    bad = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.synthetic_coco", str(tmp_path / "e"),
+    bad = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_data.synthetic_coco", str(tmp_path / "e"),
                           "--image-size", "8"], cwd=h.CONTAINER_SRC, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "image size" in bad.stderr
 

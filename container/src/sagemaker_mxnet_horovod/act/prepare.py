@@ -1,0 +1,73 @@
+"""Ready this host before the job starts: the directories the job writes to, the user's code fetched and
+installed as the sagemaker-training toolkit does, and the environment each rank applies (rank_env.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.plan.job_plan import Plan, rank_environment
+from sagemaker_mxnet_horovod.plan.programs import Program
+
+
+def is_python_package(code_dir: Path) -> bool:
+    """The toolkit's test for a Python-package entry point: a setup.py in the code directory."""
+    return (code_dir / "setup.py").is_file()
+
+
+def prepare_host(plan: Plan, paths: Paths, env: Mapping[str, str], replan: Callable[[], Plan],
+                 log: Callable[[str], None]) -> Plan:
+    """Directories, the user's code, the ranks' environment file. Returns the plan to run: planned again
+    (replan) when the fetched code turns out to be a Python package, or not to be one, after all."""
+    for directory in (paths.model_dir, paths.output_data_dir, paths.code_dir, Path(plan.run_dir)):
+        directory.mkdir(parents=True, exist_ok=True)
+    if not plan.program.builtin:
+        fetch_user_code(plan.program)
+        if (plan.program.kind == "package") != is_python_package(paths.code_dir):
+            plan = replan()  # the fetched code has (or lacks) a setup.py: run it so
+            log(f"entry point: {' '.join(plan.program.argv)}")
+        install_user_code(plan, log)
+    if plan.use_mpi:
+        rank_env_file = Path(plan.run_dir) / "rank-env.json"
+        rank_env_file.touch(mode=0o600)  # the container's environment may hold credentials
+        rank_env_file.write_text(json.dumps(rank_environment(plan, env)))
+    return plan
+
+
+def fetch_user_code(program: Program) -> None:
+    """The user's code into the code directory: reuse the toolkit's download/extract (S3 or local)."""
+    # The toolkit is imported only when there is work for it: it pulls in boto3 (~0.2 s of every start).
+    if program.submit_directory != program.code_dir:
+        from sagemaker_training import files
+
+        files.download_and_extract(program.submit_directory, program.code_dir)
+
+
+def install_user_code(plan: Plan, log: Callable[[str], None]) -> None:
+    """As the toolkit, for the entry point's kind (decided on the fetched code): a package is pip-installed with
+    its requirements.txt, a script gets its requirements.txt, a command is made executable."""
+    program = plan.program
+    code_dir = Path(program.code_dir)
+    package = program.kind == "package"
+    if package or (code_dir / "requirements.txt").exists():
+        from sagemaker_training import modules
+
+        # The toolkit's pip runs with this process's environment: give it the plan's pip settings (the
+        # warm pool's cache directory, see env_rules.warm_pool_cache).
+        os.environ.update({name: value for name, value in plan.env.items() if name.startswith("PIP_")})
+        if package:  # `pip install . [-r requirements.txt]`; the ranks run it as a module
+            log(f"installing the Python package in {code_dir}")
+            modules.install(str(code_dir), capture_error=True)
+        else:
+            log(f"installing {code_dir / 'requirements.txt'}")
+            modules.install_requirements(str(code_dir), capture_error=True)
+    script = code_dir / program.name
+    if not package and not script.exists():
+        raise ConfigError(f"sagemaker_program {program.name!r} is not in sagemaker_submit_directory "
+                          f"{program.submit_directory} (contents: {sorted(p.name for p in code_dir.iterdir())})")
+    if program.kind == "command" and not os.access(script, os.X_OK):  # run through its #! line, as the toolkit
+        script.chmod(script.stat().st_mode | 0o111)

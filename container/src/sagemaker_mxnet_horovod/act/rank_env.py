@@ -1,0 +1,66 @@
+"""Run one rank of the job: this host's SM_* environment, line-buffered output, then the program.
+
+- Ranks on other hosts are started by sshd with an empty environment plus what mpirun exports from the
+  master, so SM_CURRENT_HOST would name the master on every host (the sagemaker-training toolkit has this
+  bug) and the container's own variables (the job's `environment`) would be missing. Each host's launcher
+  writes this host's environment to RUN_DIR/rank-env.json before the job starts; it is applied here,
+  except Open MPI's per-rank variables.
+- mpirun --tag-output tags every chunk a rank writes. Block-buffered output arrives late, unbuffered
+  output (PYTHONUNBUFFERED) arrives in pieces and gets tagged mid-line, breaking metric regexes. A Python
+  program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
+- The program starts in WORKDIR (the code directory), as under the sagemaker-training toolkit: scripts open
+  files next to them. mpirun would start ranks on other hosts in its own working directory.
+- A Python program's stacks can be asked for at any time (stacks.py): a thread of the rank's own writes them.
+- With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
+  (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked,
+  once the launcher has taken every rank's stacks.
+
+usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
+"""
+
+import json
+import os
+import runpy
+import sys
+
+RANK_ENV_FILE = "rank-env.json"
+# Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
+SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
+
+
+def main(argv: list) -> None:
+    if len(argv) < 4 or argv[2] != "--":
+        sys.exit("usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]")
+    run_dir, workdir, program = argv[0], argv[1], argv[3:]
+    try:
+        with open(os.path.join(run_dir, RANK_ENV_FILE)) as f:
+            os.environ.update({k: v for k, v in json.load(f).items() if not k.startswith(SKIP_PREFIXES)})
+    except FileNotFoundError:
+        pass  # not started by the launcher (plain mpirun): the exported environment is all there is
+    try:
+        os.chdir(workdir)
+    except OSError as error:
+        sys.exit(f"rank_env: cannot start the program in {workdir}: {error.strerror}")
+    if program[0] == sys.executable and len(program) > 1 and program[1].endswith(".py"):
+        script = program[1]
+        for stream in (sys.stdout, sys.stderr):
+            stream.reconfigure(line_buffering=True, write_through=False)
+        rank, host = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")), os.environ.get("SM_CURRENT_HOST", "?")
+        from sagemaker_mxnet_horovod.act import stacks
+
+        dumper = stacks.install(run_dir, rank, host)
+        progress_timeout = float(os.environ.get("SMMH_PROGRESS_TIMEOUT_S") or 0)
+        if progress_timeout > 0:
+            from sagemaker_mxnet_horovod.diagnose import progress
+
+            progress.start(progress_timeout, rank, host, before_exit=dumper and (
+                lambda: stacks.ask_launcher(run_dir, f"no progress on rank {rank} ({host})", dumper)))
+        sys.argv = program[1:]
+        sys.path[0] = os.path.dirname(os.path.abspath(script))
+        runpy.run_path(script, run_name="__main__")
+    else:
+        os.execvp(program[0], program)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,115 @@
+"""The job's verdict: from how the job's process ended (act/supervise.JobResult) and what the watches saw, the
+one Failure the failure file reports, or None when the job succeeded.
+
+How it ended gives the failure (ranks.py: which rank, how, its error); a finding of the launcher's own, when one
+explains it, goes first. FINDINGS lists them in the order they are tried: a new kind of cause (what a rank died
+of, say) is one function here, `(Evidence) -> str | None`, and one line in FINDINGS.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+
+from sagemaker_mxnet_horovod.act.supervise import JobResult
+from sagemaker_mxnet_horovod.diagnose import shm
+from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
+from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, exit_status, rank_host
+from sagemaker_mxnet_horovod.diagnose.hangs import StallLog, hang_cause
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause
+from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, process_failure, rank_failure
+from sagemaker_mxnet_horovod.plan.job_plan import Plan
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the diagnosis reads: the plan, how the job ended, what the stderr watches saw as it ran, and what
+    each host reported about itself (its memory, its /dev/shm: host_report.py)."""
+
+    plan: Plan
+    result: JobResult
+    stall_log: StallLog
+    crash_log: CrashLog
+    hosts: Mapping[str, HostReport] = field(default_factory=dict)
+
+
+def launcher_abort(evidence: Evidence) -> str | None:
+    """The launcher ended the job itself (a lost worker, a daemon gone, a crashed rank that did not exit)."""
+    return evidence.result.abort_reason
+
+
+def hang_watch(evidence: Evidence) -> str | None:
+    """A hang watch ended it: a rank's progress watch (mpi_progress_timeout_s), or Horovod's stall inspector
+    (horovod_stall_timeout_s)."""
+    plan = evidence.plan
+    return hang_cause(evidence.stall_log, evidence.result.rank_stderr, plan.rank_hosts, plan.rank_env)
+
+
+def sigkilled(evidence: Evidence) -> tuple[str, str] | None:
+    """(host, 'rank 1' or the program's name) of the process killed by SIGKILL that ended the job, if one did."""
+    plan, result = evidence.plan, evidence.result
+    if not plan.use_mpi:
+        return (plan.current_host, plan.program.name) if result.returncode == -signal.SIGKILL else None
+    report = parse_mpirun_report(result.untagged_tail)
+    if report and report.rank is not None and report.signal_number == signal.SIGKILL:
+        return rank_host(plan.rank_hosts, report.rank, plan.current_host), f"rank {report.rank}"
+    return None
+
+
+def out_of_memory(evidence: Evidence) -> str | None:
+    """A host whose container's OOM killer killed a process during the job: the rank killed by SIGKILL there,
+    when mpirun names it. Where the kernel does not count OOM kills (cgroup v1 before Linux 4.13), usage that
+    reached the limit counts only with such a rank."""
+    host, victim = sigkilled(evidence) or (None, None)
+    for name in sorted(evidence.hosts, key=lambda h: (h != host, h)):
+        report = evidence.hosts[name]
+        if report.ran_out_of_memory and (name == host or report.at_end.oom_kills is not None):
+            return oom_cause(name, victim if name == host else None, report)
+    return None
+
+
+def shm_too_small(evidence: Evidence) -> str | None:
+    """A rank died of a shared-memory symptom on a host whose /dev/shm is small (shm.py)."""
+    plan, result = evidence.plan, evidence.result
+    symptom = shm.find_symptom(result.rank_stderr, result.untagged_tail)
+    if symptom is None or plan.shm is None:
+        return None
+    rank = symptom.rank
+    if rank is None and plan.use_mpi:  # in mpirun's report ("exited on signal 7"), which names the rank
+        report = parse_mpirun_report(result.untagged_tail)
+        rank = report.rank if report else None
+    if rank is None:
+        host, where = plan.current_host, "a rank"
+    else:
+        host = rank_host(plan.rank_hosts, rank, plan.current_host)
+        where = f"rank {rank} on {host}" if plan.use_mpi else f"{plan.program.name} on {host}"
+    report = evidence.hosts.get(host)
+    return shm.cause(symptom, where, plan.shm, report.shm_bytes if report else plan.shm.size_bytes)
+
+
+FINDINGS: tuple[Callable[[Evidence], str | None], ...] = (out_of_memory, shm_too_small, launcher_abort, hang_watch)
+
+
+def how_it_ended(evidence: Evidence) -> Failure:
+    """The failure as the job's process reports it: a stop, a failed rank (MPI), or the failed program."""
+    plan, result = evidence.plan, evidence.result
+    if result.stopped_by_signal is not None:
+        return Failure(f"stopped by {signal.Signals(result.stopped_by_signal).name} (SageMaker stop or spot "
+                       f"interruption); the job {describe_exit(result.returncode)}"
+                       + ("; killed after the grace period" if result.killed_after_grace else ""),
+                       host=plan.current_host, signal_number=result.stopped_by_signal)
+    if plan.use_mpi:
+        return rank_failure(result.returncode, parse_mpirun_report(result.untagged_tail), plan.rank_hosts,
+                            result.rank_stderr, result.untagged_tail, evidence.crash_log.crashes())
+    return process_failure(plan.program.name, plan.current_host, result.returncode, result.rank_stderr.get(0, ()),
+                           evidence.crash_log.crash(0))
+
+
+def job_failure(evidence: Evidence) -> Failure | None:
+    """None when the job exited 0; else why it failed, with train's exit code (the job's own)."""
+    code = exit_status(evidence.result.returncode)
+    if code == 0:
+        return None
+    finding = next((found for find in FINDINGS if (found := find(evidence))), None)
+    return replace(how_it_ended(evidence), exit_code=code).with_finding(finding)

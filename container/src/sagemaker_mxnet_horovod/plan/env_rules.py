@@ -1,0 +1,226 @@
+"""Environment rules: the variables the launcher sets for every rank, each with its reason.
+
+A rule reads the Job and returns Settings (a variable, its value, why) and notes for the start log. A variable
+in the container's environment (the job's `environment`, i.e. the user's) wins over a rule's default; the
+start log says so. RULES lists every job's rules in the order the start log shows them; a backend's own rules
+(plan/backends) follow them.
+
+Adding a default is a rule and a line in RULES, e.g.:
+
+    def horovod_cycle_time_on_cpu(job: Job) -> list[Setting]:
+        if job.facts.gpu_count or not job.layout.use_mpi:
+            return []
+        return [Setting("HOROVOD_CYCLE_TIME", "5", "measured: ...")]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from sagemaker_mxnet_horovod.diagnose import shm
+from sagemaker_mxnet_horovod.exits import PlanError
+from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
+from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
+from sagemaker_mxnet_horovod.plan.layout import Layout
+from sagemaker_mxnet_horovod.plan.programs import Program
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a rule may read."""
+
+    config: TrainingConfig
+    facts: HostFacts
+    base_env: Mapping[str, str]  # the container's environment
+    layout: Layout
+    program: Program
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A variable a rule sets on every rank, and why. The container's environment wins, unless the user asked
+    for this value in the hyperparameters (user_wins=False)."""
+
+    name: str
+    value: str
+    why: str
+    user_wins: bool = True
+
+
+Rule = Callable[[Job], "list[Setting | str]"]  # a str is a note for the start log
+
+
+def apply_rules(rules: tuple[Rule, ...], job: Job) -> tuple[dict[str, str], list[str]]:
+    """The variables to set on top of the container's environment, and a note for each, in rule order."""
+    env: dict[str, str] = {}
+    notes: list[str] = []
+    for rule in rules:
+        for effect in rule(job):
+            if isinstance(effect, str):
+                notes.append(effect)
+            elif effect.user_wins and effect.name in job.base_env:
+                notes.append(f"{effect.name}={job.base_env[effect.name]} (set by you; default would be "
+                             f"{effect.value}: {effect.why})")
+            else:
+                env[effect.name] = effect.value
+                notes.append(f"{effect.name}={effect.value} ({effect.why})")
+    return env, notes
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Any host
+
+# SageMaker managed warm pools keep this directory across the jobs that reuse a retained instance.
+WARM_POOL_CACHE_VAR = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
+
+
+def warm_pool_cache(job: Job) -> list[Setting]:
+    """Downloads a warm-pool job can keep for the next one: pip's cache (the wheels of the user's
+    requirements.txt) and MXNet's data home (MXNET_HOME: GluonCV's and Gluon's pretrained weights)."""
+    cache = job.base_env.get(WARM_POOL_CACHE_VAR, "").rstrip("/")
+    if not cache:
+        return []
+    why = f"{WARM_POOL_CACHE_VAR} is set: kept for the next job on this warm-pool instance"
+    return [Setting("PIP_CACHE_DIR", f"{cache}/pip", why), Setting("MXNET_HOME", f"{cache}/mxnet", why)]
+
+
+def program_environment(job: Job) -> list[Setting]:
+    """The program's own defaults, from its launch module (e.g. R-CNN's MXNet settings on GPUs)."""
+    return [Setting(name, value, why) for name, value, why in job.config.launch.environment(job.program.name,
+                                                                                     job.facts.gpu_count)]
+
+
+def horovod_hyperparameters(job: Job) -> list[Setting]:
+    """The launcher's Horovod hyperparameters, as Horovod's variables; its files go where SageMaker uploads."""
+    settings, output = job.config.settings, job.config.paths.output_data_dir
+    found = []
+    if settings.horovod_autotune:
+        found += [Setting("HOROVOD_AUTOTUNE", "1", "horovod_autotune"),
+                  Setting("HOROVOD_AUTOTUNE_LOG", str(output / "horovod_autotune_log.csv"), "uploaded with output")]
+    if settings.horovod_timeline:
+        found.append(Setting("HOROVOD_TIMELINE", str(output / "horovod_timeline.json"), "uploaded with output"))
+    if settings.horovod_fusion_threshold_mb is not None:
+        found.append(Setting("HOROVOD_FUSION_THRESHOLD", str(int(settings.horovod_fusion_threshold_mb * 1024 * 1024)),
+                             "horovod_fusion_threshold_mb"))
+    if settings.horovod_cycle_time_ms is not None:
+        found.append(Setting("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", "horovod_cycle_time_ms"))
+    return found
+
+
+# Horovod checks for stalled collectives every this many seconds at most (its own default): each check
+# warns on rank 0's stderr, naming the missing ranks, long before the stall ends the job.
+STALL_CHECK_MAX_S = 60
+
+
+def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tuple[str, str, str]]:
+    """(variable, value, why) for the two hang timeouts. A stall is Horovod's to see (its coordinator knows
+    which ranks never submitted a tensor): its stall inspector shuts Horovod down after
+    HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, the waiting ranks' collectives fail and mpirun ends the job. It checks
+    every HOROVOD_STALL_CHECK_TIME_SECONDS (cached tensors take one more check to be seen), so the job ends
+    within timeout + 2 checks: the check is at most half the timeout. The progress watch runs in each rank
+    (rank_env)."""
+    rules = []
+    if stall_timeout_s > 0:
+        shutdown = max(1, math.ceil(stall_timeout_s))
+        check = max(1, min(STALL_CHECK_MAX_S, shutdown // 2))
+        rules += [("HOROVOD_STALL_CHECK_TIME_SECONDS", str(check), "warn about stalled collectives this often"),
+                  ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(shutdown), "horovod_stall_timeout_s: end a stalled job")]
+    if progress_timeout_s > 0:
+        rules.append(("SMMH_PROGRESS_TIMEOUT_S", f"{progress_timeout_s:g}",
+                      "mpi_progress_timeout_s: end the job when a rank has no output, collective or computing this long"))
+    return rules
+
+
+def hang_watch(job: Job) -> list[Setting]:
+    settings = job.config.settings
+    return [Setting(*rule) for rule in hang_watch_env(settings.stall_timeout_s, settings.progress_timeout_s)]
+
+
+def shm_budget(job: Job) -> shm.ShmBudget:
+    """This host's /dev/shm against what the job needs there: its ranks, their data-loader workers, its GPUs."""
+    layout = job.layout
+    declared = job.config.launch.loader_workers
+    if declared and callable(declared[1]):  # the program picks its default from the host: ask it the same way
+        declared = (declared[0], declared[1](job.facts.gpu_count, layout.processes_per_host, job.facts.cpu_count))
+    workers, key = shm.loader_workers(job.config.program_args, declared)
+    gpus = min(job.facts.gpu_count, layout.processes_per_host) if layout.use_mpi else 0
+    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus)
+
+
+def shm_size_check(job: Job) -> list[str]:
+    """A warning, with the fixes, when /dev/shm is smaller than the job needs (Docker's default is 64 MiB)."""
+    warning = shm.start_warning(shm_budget(job))
+    return [warning] if warning else []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# GPU hosts
+
+# NVRTC 11.8 (the GPU image's) emits PTX ISA 7.8, which drivers older than 520 cannot load: MXNet's
+# runtime-compiled pointwise fusion kernels would fail there, so fusion is turned off below it.
+FUSION_MIN_DRIVER = 520
+
+
+def gpu_support_problem(gpus: tuple[tuple[str, str], ...], archs: str | None) -> str | None:
+    """Why this MXNet build cannot run on these GPUs, or None. `archs`: the SASS architectures the build
+    ships (e.g. "50 60 70 80", from SMMH_CUDA_ARCHS, set at image build time), no PTX. SASS for X.y runs on
+    X.z with z >= y, so an A10G (8.6) runs sm_80 code, an H100 (9.0) nothing."""
+    if not archs or not gpus:
+        return None
+    built = sorted((int(a) // 10, int(a) % 10) for a in archs.replace(",", " ").split())
+    for index, (name, capability) in enumerate(gpus):
+        major, minor = (int(part) for part in capability.split("."))
+        if not any(b_major == major and b_minor <= minor for b_major, b_minor in built):
+            listed = ", ".join(f"sm_{m}{n}" for m, n in built)
+            return (f"GPU {index} ({name}, compute capability {capability}) is not supported by this image's "
+                    f"MXNet build, which has code for {listed} only (no PTX): use instances with V100, T4, "
+                    f"A100 or A10G-class GPUs (ml.p3, ml.g4dn, ml.p4d, ml.g5)")
+    return None
+
+
+def check_gpus_supported(facts: HostFacts, base_env: Mapping[str, str]) -> None:
+    problem = gpu_support_problem(facts.gpus, base_env.get("SMMH_CUDA_ARCHS"))
+    if problem:
+        raise PlanError(problem)
+
+
+def fusion_off_on_old_drivers(job: Job) -> list[Setting]:
+    facts = job.facts
+    if not facts.gpu_count or not facts.nvidia_driver_version:
+        return []
+    if int(facts.nvidia_driver_version.split(".")[0]) >= FUSION_MIN_DRIVER:
+        return []
+    return [Setting("MXNET_USE_FUSION", "0", f"NVIDIA driver {facts.nvidia_driver_version} < {FUSION_MIN_DRIVER} "
+                                             "cannot load the PTX of MXNet's runtime-compiled fused kernels")]
+
+
+def nccl_debug(job: Job) -> list[Setting]:
+    """NCCL_DEBUG: `--NCCL_DEBUG=X` in sagemaker_mpi_custom_mpi_options sets it on every rank, over the
+    environment (the toolkit passes it as `-x NCCL_DEBUG=X`). Otherwise WARN on GPU hosts, where the toolkit
+    defaults to INFO: INFO prints NCCL's setup from every rank at every start (dozens of lines per GPU) into
+    the job's log; WARN still prints NCCL's warnings and errors."""
+    requested = job.config.settings.nccl_debug
+    if requested is not None:
+        user = job.base_env.get("NCCL_DEBUG")
+        over = f", over NCCL_DEBUG={user} in the environment" if user is not None else ""
+        return [Setting("NCCL_DEBUG", requested, f"--NCCL_DEBUG in sagemaker_mpi_custom_mpi_options{over}",
+                        user_wins=False)]
+    if job.facts.gpu_count:
+        return [Setting("NCCL_DEBUG", "WARN", "NCCL's warnings and errors; --NCCL_DEBUG=INFO in "
+                                              "sagemaker_mpi_custom_mpi_options for its setup details")]
+    return []
+
+
+# The rules of every job, in the order the start log shows them; each backend adds its own after these
+# (plan/backends: mpi.RULES).
+RULES: tuple[Rule, ...] = (
+    warm_pool_cache,
+    fusion_off_on_old_drivers,
+    program_environment,
+    horovod_hyperparameters,
+    nccl_debug,
+    hang_watch,
+    shm_size_check,
+)

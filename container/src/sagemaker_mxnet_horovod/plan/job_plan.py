@@ -1,0 +1,153 @@
+"""The plan: from a TrainingConfig and HostFacts to the exact argv and environment of this host, as data.
+
+Nothing here touches the system. `make_plan` is what `train --dry-run` prints and what `train` executes. It
+applies small named rules, each with its reason: the layout (layout.py: hosts, processes, MPI, interface),
+the program (programs.py), the environment (env_rules.py, then the backend's own rules) and the backend's
+command (backends/: mpi.py's mpirun, or single.py's one process).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from sagemaker_mxnet_horovod.act.rank_env import SKIP_PREFIXES
+from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
+from sagemaker_mxnet_horovod.diagnose.shm import ShmBudget
+from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
+from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
+from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
+from sagemaker_mxnet_horovod.plan.backends import mpi, single
+from sagemaker_mxnet_horovod.plan.env_rules import RULES, Job, apply_rules, check_gpus_supported, shm_budget
+from sagemaker_mxnet_horovod.plan.layout import Layout, plan_layout
+from sagemaker_mxnet_horovod.plan.programs import Program, resolve_program
+from sagemaker_mxnet_horovod.plan.stray_outputs import StrayOutput, find_stray_outputs
+
+# Every rank, MPI or not, starts through this module (act/rank_env.py): this host's SM_* values,
+# line-buffered output, and the code directory as its working directory, as under the toolkit.
+RANK_ENTRY_MODULE = "sagemaker_mxnet_horovod.act.rank_env"
+DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
+
+
+@dataclass(frozen=True)
+class Plan:
+    role: str  # "single": run the program here; "master": run mpirun; "worker": serve the master's mpirun
+    current_host: str
+    master_host: str
+    hosts: tuple[str, ...]
+    processes_per_host: int
+    total_processes: int
+    use_mpi: bool
+    interface: str | None
+    program: Program
+    command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on workers
+    env: Mapping[str, str]  # variables to set on top of the container's environment
+    rank_env: Mapping[str, str]  # this host's SM_* values, applied by each local rank (see rank_env.py)
+    rank_hosts: tuple[str, ...]  # host of each MPI rank, for naming the failing rank
+    peer_timeout_s: float
+    handshake_port: int
+    run_dir: str
+    notes: tuple[str, ...] = field(default=())
+    role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
+    stray_outputs: tuple[StrayOutput, ...] = ()  # copied into output/data when the job ends
+    shm: ShmBudget | None = None  # this host's /dev/shm against the job's need, for the diagnosis
+    # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
+    output_data_dir: str = ""
+    console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
+
+    @property
+    def workers(self) -> tuple[str, ...]:
+        return self.hosts[1:] if self.use_mpi else ()
+
+
+def make_plan(
+    config: TrainingConfig,
+    facts: HostFacts,
+    base_env: Mapping[str, str],
+    python: str = "python3",
+    entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR,
+    run_dir: str = DEFAULT_RUN_DIR,
+    code_is_package: bool = False,
+) -> Plan:
+    layout = plan_layout(config, facts)
+    program = resolve_program(config, python, entrypoints_dir, code_is_package)
+    check_gpus_supported(facts, base_env)
+    backend = mpi if layout.use_mpi else single
+
+    # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.
+    sm_env = sm_environment(config, facts.cpu_count, facts.gpu_count, layout.interface, program.name, base_env)
+    job = Job(config, facts, base_env, layout, program)
+    defaults, rule_notes = apply_rules(RULES + backend.RULES, job)
+    env = {**sm_env, **defaults}
+    custom_options = config.settings.custom_mpi_options if layout.use_mpi else ()  # only when there is an mpirun
+    strays = find_stray_outputs(config.paths, custom_options, {**base_env, **env})
+    rank_argv = (python, "-m", RANK_ENTRY_MODULE, run_dir, str(config.paths.code_dir), "--", *program.argv)
+
+    return Plan(
+        role=layout.role,
+        current_host=layout.current_host,
+        master_host=layout.master_host,
+        hosts=layout.hosts,
+        processes_per_host=layout.processes_per_host,
+        total_processes=layout.total_processes,
+        use_mpi=layout.use_mpi,
+        interface=layout.interface,
+        program=program,
+        command=host_command(layout, facts, run_dir, custom_options, base_env, env, rank_argv),
+        env=env,
+        rank_env=sm_env,
+        rank_hosts=layout.rank_hosts,
+        peer_timeout_s=config.settings.peer_timeout_s,
+        handshake_port=config.settings.handshake_port,
+        run_dir=run_dir,
+        notes=(*config.warnings, *layout.notes, *rule_notes, *(stray.warning(config.paths) for stray in strays)),
+        role_reason=layout.outside_reason,
+        stray_outputs=tuple(strays),
+        shm=shm_budget(job),
+        output_data_dir=str(config.paths.output_data_dir),
+        console_ranks=config.settings.console_ranks,
+    )
+
+
+def host_command(layout: Layout, facts: HostFacts, run_dir: str, custom_options: tuple[str, ...],
+                 base_env: Mapping[str, str], env: Mapping[str, str], rank_argv: tuple[str, ...]) -> tuple[str, ...]:
+    """What this host executes: the master's mpirun; nothing on an MPI worker (mpirun reaches it over ssh); the
+    program itself without MPI."""
+    if layout.role == "master":
+        return mpi.mpirun_command(layout.hosts, facts.hostname, layout.processes_per_host, facts.cpu_count,
+                                  layout.interface, run_dir, custom_options, base_env, env, rank_argv)
+    if layout.role == "worker":
+        return ()
+    return single.command(rank_argv)
+
+
+def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
+    """What every rank on this host should see: this container's own environment (SageMaker gives each
+    container the job's `environment`, but sshd starts remote ranks with an empty one and mpirun exports
+    only the master's), the launcher's defaults, and this host's SM_* values."""
+    merged = {**base_env, **plan.env, **plan.rank_env}
+    return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
+
+
+def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
+    """Human-readable plan, for `train --dry-run` and the start log."""
+    slots = ", ".join(f"{h}:{plan.processes_per_host}" for h in plan.hosts)
+    processes = f"{plan.total_processes} process{'es' if plan.total_processes != 1 else ''}"
+    lines = [
+        f"role: {plan.role}" + (f" ({plan.role_reason})" if plan.role_reason else ""),
+        f"current host: {plan.current_host}  master: {plan.master_host}",
+        f"hosts: {slots}  ({processes}, {'MPI' if plan.use_mpi else 'no MPI'})",
+        f"interface: {plan.interface}",
+        f"program: {plan.program.name}" + ("" if plan.program.builtin else f" from {plan.program.submit_directory}"),
+    ]
+    if plan.command:
+        lines.append("command: " + shlex.join(plan.command))
+        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: "
+                     + ("every rank" if plan.console_ranks is None else
+                        f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"))
+    changed = {k: v for k, v in plan.env.items() if base_env.get(k) != v and not k.startswith("SM_")}
+    if changed:
+        lines.append("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items())))
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)

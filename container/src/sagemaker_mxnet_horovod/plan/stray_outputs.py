@@ -1,0 +1,79 @@
+"""Files a job is told to write under /opt/ml/output but outside /opt/ml/output/data.
+
+SageMaker uploads /opt/ml/output/data (output.tar.gz) and reads the failure file; anything else there is lost
+when the instance goes. AWS's Horovod blog posts pass `-x HOROVOD_TIMELINE=/opt/ml/output/timeline.json`, so
+such paths are found before the job starts (a warning in the log, with the fix) and copied into output/data
+when it ends: /opt/ml/output/X becomes /opt/ml/output/data/X.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from sagemaker_mxnet_horovod.parse.paths import Paths
+
+# Variables whose value is a file Horovod writes, when set in the job's environment.
+OUTPUT_FILE_VARIABLES = ("HOROVOD_TIMELINE", "HOROVOD_AUTOTUNE_LOG")
+# Under /opt/ml/output, what SageMaker does take: the data directory, its own status files, the intermediate
+# directory (synced while training when sagemaker_s3_output is set) and TensorBoardOutputConfig's usual path.
+UPLOADED = ("data", "failure", "success", "intermediate", "tensorboard")
+# The launcher's own switches for these files, which write them to output/data.
+SWITCHES = {"HOROVOD_TIMELINE": "horovod_timeline: true", "HOROVOD_AUTOTUNE_LOG": "horovod_autotune: true"}
+
+
+@dataclass(frozen=True)
+class StrayOutput:
+    variable: str
+    path: str  # where the job writes it
+    copy_to: str  # where SageMaker uploads it from
+
+    def warning(self, paths: Paths) -> str:
+        switch = f" (or the hyperparameter {SWITCHES[self.variable]})" if self.variable in SWITCHES else ""
+        return (f"WARNING {self.variable}={self.path} is outside {paths.output_data_dir}, the only part of "
+                f"{paths.output_dir} SageMaker uploads (output.tar.gz): this launcher copies it to {self.copy_to} "
+                f"when the job ends; write it there directly with {self.variable}={self.copy_to}{switch}")
+
+
+def stray_path(paths: Paths, value: str) -> str | None:
+    """Where in output/data a path SageMaker would not upload belongs, or None if it is fine."""
+    if not value.startswith("/"):
+        return None
+    path = PurePosixPath(os.path.normpath(value))
+    output = PurePosixPath(paths.output_dir)
+    if path == output or output not in path.parents:
+        return None
+    relative = path.relative_to(output)
+    if relative.parts[0] in UPLOADED:
+        return None
+    return str(PurePosixPath(paths.output_data_dir) / relative)
+
+
+def exported_values(custom_options: tuple[str, ...], env: Mapping[str, str]) -> list[tuple[str, str]]:
+    """(name, value) for each `-x NAME=VALUE` (or `-x NAME`, exported from the environment) in mpirun options."""
+    found = []
+    for flag, argument in zip(custom_options, custom_options[1:]):
+        if flag != "-x":
+            continue
+        name, sep, value = argument.partition("=")
+        if sep:
+            found.append((name, value))
+        elif name in env:
+            found.append((name, env[name]))
+    return found
+
+
+def find_stray_outputs(paths: Paths, custom_options: tuple[str, ...], env: Mapping[str, str]) -> list[StrayOutput]:
+    """Every file the job is told to write where SageMaker will not upload it: `-x NAME=PATH` in the custom
+    MPI options (any name) and OUTPUT_FILE_VARIABLES in the environment. An mpirun option wins over the
+    environment for the same name, as on the ranks."""
+    values = {name: env[name] for name in OUTPUT_FILE_VARIABLES if name in env}
+    values.update(exported_values(custom_options, env))
+    strays = []
+    for name, value in values.items():
+        copy_to = stray_path(paths, value)
+        if copy_to:
+            strays.append(StrayOutput(name, os.path.normpath(value), copy_to))
+    return strays

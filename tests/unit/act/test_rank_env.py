@@ -1,0 +1,93 @@
+"""rank_env.py: how every rank starts, as a real process: this host's environment from RUN_DIR/rank-env.json
+(never Open MPI's own variables), the code directory as working directory, a Python script run in the same
+interpreter with line-buffered output, anything else exec'd in place. The progress watch it starts:
+test_progress.py."""
+
+import json
+import os
+import subprocess
+import sys
+
+import unit_paths
+
+SRC = unit_paths.SRC
+
+
+def run_rank(run_dir, workdir, *program, env=None):
+    """`python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM...` as mpirun starts it: started
+    elsewhere (cwd /), with the exported environment `env`. Returns the process and its output."""
+    process = subprocess.Popen([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(run_dir), str(workdir),
+                                *program], cwd="/", env={**os.environ, "PYTHONPATH": str(SRC), **(env or {})},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = process.communicate(timeout=60)
+    return process, stdout, stderr
+
+
+def test_rank_env_applies_this_hosts_environment_and_working_directory(tmp_path):
+    run_dir, code = tmp_path / "run", tmp_path / "code"
+    run_dir.mkdir()
+    code.mkdir()
+    (run_dir / "rank-env.json").write_text(json.dumps({"SM_CURRENT_HOST": "algo-2", "OMPI_COMM_WORLD_RANK": "9"}))
+    (code / "data.txt").write_text("next to the script")
+    (code / "train.py").write_text("import json, os, sys\nprint(json.dumps([os.getcwd(), open('data.txt').read(), "
+                                   "os.environ['SM_CURRENT_HOST'], os.environ.get('OMPI_COMM_WORLD_RANK'), "
+                                   "sys.argv[1:]]))\n")
+    done = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(run_dir), str(code), "--",
+                           sys.executable, str(code / "train.py"), "--flag", "True"], cwd="/",
+                          env={**os.environ, "PYTHONPATH": str(SRC), "OMPI_COMM_WORLD_RANK": "1"},
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == [str(code), "next to the script", "algo-2", "1", ["--flag", "True"]]
+    missing = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(run_dir),
+                              str(tmp_path / "nope"), "--", "true"], env={**os.environ, "PYTHONPATH": str(SRC)},
+                             capture_output=True, text=True)
+    assert missing.returncode == 1 and "cannot start the program in" in missing.stderr
+
+
+def test_open_mpis_own_variables_are_never_taken_from_the_file(tmp_path):
+    # The master's launcher wrote the file from its own environment: Open MPI's per-rank variables in it would
+    # be the master's, not this rank's.
+    written = {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "PMIX_RANK": "0", "OPAL_PREFIX": "/master", "ORTE_X": "master",
+               "SM_CURRENT_HOST": "algo-2", "MY_SETTING": "from the job's environment"}
+    (tmp_path / "rank-env.json").write_text(json.dumps(written))
+    exported = {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "PMIX_RANK": "3", "OPAL_PREFIX": "/rank", "SM_CURRENT_HOST": "algo-1"}
+    names = [*written, "ORTE_X"]
+    script = tmp_path / "env.py"
+    script.write_text(f"import json, os\nprint(json.dumps({{n: os.environ.get(n) for n in {names!r}}}))\n")
+    _, stdout, stderr = run_rank(tmp_path, tmp_path, "--", sys.executable, str(script), env=exported)
+    assert json.loads(stdout) == {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "PMIX_RANK": "3", "OPAL_PREFIX": "/rank",
+                                  "ORTE_X": None, "SM_CURRENT_HOST": "algo-2",
+                                  "MY_SETTING": "from the job's environment"}, stderr
+
+
+def test_without_the_file_the_exported_environment_is_all_there_is(tmp_path):
+    # Plain mpirun, not the launcher: nothing written, nothing applied, the program still starts.
+    _, stdout, stderr = run_rank(tmp_path, tmp_path, "--", "/bin/sh", "-c", 'echo "$SM_CURRENT_HOST"',
+                                 env={"SM_CURRENT_HOST": "algo-1"})
+    assert stdout == "algo-1\n", stderr
+
+
+def test_a_python_script_runs_in_this_process_as_main_next_to_its_modules_with_line_buffered_output(tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "helper.py").write_text("WHERE = 'next to the script'\n")
+    (code / "train.py").write_text(
+        "import json, os, sys\nimport helper\n"
+        "print(json.dumps([__name__, helper.WHERE, os.getpid(), sys.stdout.line_buffering, "
+        "sys.stderr.line_buffering, sys.argv]))\n")
+    process, stdout, stderr = run_rank(tmp_path, code, "--", sys.executable, str(code / "train.py"), "--lr", "0.1")
+    # Line-buffered: mpirun tags whole lines, so a metric line is never cut by a tag; one process: the rank
+    # mpirun started is the program, and signals reach it.
+    assert json.loads(stdout) == ["__main__", "next to the script", process.pid, True, True,
+                                  [str(code / "train.py"), "--lr", "0.1"]], stderr
+
+
+def test_any_other_program_is_execd_in_place_in_the_working_directory(tmp_path):
+    (tmp_path / "rank-env.json").write_text(json.dumps({"SM_CURRENT_HOST": "algo-2"}))
+    process, stdout, stderr = run_rank(tmp_path, tmp_path, "--", "/bin/sh", "-c", 'echo "$$ $SM_CURRENT_HOST $PWD"')
+    assert stdout.split() == [str(process.pid), "algo-2", str(tmp_path)], stderr
+
+
+def test_a_command_line_without_the_separator_is_refused_with_the_usage(tmp_path):
+    process, _, stderr = run_rank(tmp_path, tmp_path, "true")
+    assert process.returncode == 1
+    assert stderr.startswith("usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM")

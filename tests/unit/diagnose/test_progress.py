@@ -1,0 +1,145 @@
+"""progress.py: the per-rank progress watch (mpi_progress_timeout_s): what counts as progress, where a thread
+blocks, and a real hung Python rank that ends itself with the cause. Turning its line into the failure's cause:
+test_hangs.py."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import unit_paths
+from sagemaker_mxnet_horovod.diagnose.progress import (
+    EXIT_CODE,
+    ProgressWatch,
+    describe_frame,
+    waiting_on_engine,
+)
+from stack_launcher import start_launcher
+
+SRC = unit_paths.SRC
+
+
+def test_watch_tracks_progress_and_the_last_line():
+    watch = ProgressWatch(10, rank=1, host="algo-2", now=0)
+    watch.saw_output("epoch 1", now=1)
+    watch.saw_output("\n", now=1)
+    watch.saw_output("\n  \n", now=2)
+    watch.saw_collective("allreduce", now=5)
+    assert not watch.expired(15, busy=False)
+    assert watch.expired(15.5, busy=False)
+    assert watch.message(16, "blocked in x.py:3 (read)") == (
+        "train: no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
+        "(mpi_progress_timeout_s); blocked in x.py:3 (read); last output 15 s ago: 'epoch 1'; "
+        "last Horovod call: allreduce")
+
+
+def test_busy_counts_as_alive():
+    watch = ProgressWatch(10, rank=0, host="algo-1", now=0)
+    assert not watch.expired(100, busy=True)  # computing, or waiting on a collective: the stall timeout's to end
+    assert not watch.expired(105, busy=False)
+    assert watch.expired(111, busy=False)
+
+
+def blocked_frame(tmp_path, relative, function):
+    """A real thread blocked in `function` defined in a file at tmp_path/relative; returns its frame."""
+    path = tmp_path / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"def {function}(event):\n    event.wait()\n")
+    namespace = {}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - a frame with that file name
+    event = threading.Event()
+    thread = threading.Thread(target=namespace[function], args=(event,), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while (frame := function_frame(thread, str(path))) is None:  # until the thread is in `function`'s wait
+        assert time.monotonic() < deadline, f"the thread did not block in {function} within 10 s"
+        time.sleep(0.005)  # a thread's frames change without a notification
+    return frame, event
+
+
+def function_frame(thread, filename):
+    """The frame of the function defined in `filename` when the thread blocks below it, in a wait (threading.py's
+    frames inside event.wait); else None."""
+    inner = sys._current_frames().get(thread.ident)
+    if inner is None or inner.f_code.co_name != "wait":
+        return None
+    frame = inner
+    while frame is not None and frame.f_code.co_filename != filename:
+        frame = frame.f_back
+    return frame
+
+
+def test_engine_waits_are_recognised_by_where_the_thread_blocks(tmp_path):
+    frame, event = blocked_frame(tmp_path, "lib/python3.11/site-packages/mxnet/ndarray/ndarray.py", "asnumpy")
+    assert waiting_on_engine(frame)
+    event.set()
+    frame, event = blocked_frame(tmp_path, "lib/python3.11/site-packages/horovod/common/basics.py", "init")
+    assert waiting_on_engine(frame)
+    event.set()
+    frame, event = blocked_frame(tmp_path, "code/train.py", "read_batch")
+    assert not waiting_on_engine(frame)
+    assert describe_frame(frame) == "blocked in train.py:2 (read_batch)"
+    event.set()
+
+
+def run_watched(tmp_path, program: str) -> subprocess.CompletedProcess:
+    """A Python program as rank 1 on algo-2 under rank_env with a 1 s progress timeout."""
+    script = tmp_path / "hang.py"
+    script.write_text(textwrap.dedent(program))
+    return subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path), str(tmp_path), "--",
+                           sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(SRC), "SMMH_PROGRESS_TIMEOUT_S": "1",
+                               "OMPI_COMM_WORLD_RANK": "1", "SM_CURRENT_HOST": "algo-2"})
+
+
+def test_a_silently_computing_rank_is_left_alone(tmp_path):
+    done = run_watched(tmp_path, """\
+        import time
+        end = time.monotonic() + 4
+        while time.monotonic() < end:
+            sum(range(10000))
+    """)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_hung_python_rank_ends_itself_with_the_cause(tmp_path):
+    started = time.monotonic()
+    done = run_watched(tmp_path, """\
+        import os, threading
+        print("rank 1: reading the next batch", flush=True)
+        threading.Event().wait()
+    """)
+    assert done.returncode == EXIT_CODE
+    assert time.monotonic() - started < 20  # fails fast (a 1 s progress timeout): a generous bound
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("train: no progress: rank 1 on algo-2 wrote no output, started no collective and "
+                           "did not compute for 1 s")
+    assert "blocked in threading.py:" in last and "called from hang.py:3 (<module>)" in last
+    assert last.endswith("'rank 1: reading the next batch'")
+
+
+def test_a_hung_rank_has_the_launcher_take_every_ranks_stacks_before_it_ends(tmp_path):
+    launcher = start_launcher(tmp_path, tmp_path / "out")
+    try:
+        done = run_watched(tmp_path, """\
+            import threading
+            def read_next_batch():
+                threading.Event().wait()
+            read_next_batch()
+        """)
+        # The rank ends once its own stacks are taken; the launcher writes the dump a moment later.
+        deadline = time.monotonic() + 20
+        while not list((tmp_path / "out").glob("*/summary.txt")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert done.returncode == EXIT_CODE and "train: no progress: rank 1 on algo-2" in done.stderr, done.stderr
+    (dump,) = (tmp_path / "out").iterdir()
+    assert dump.name.endswith("-no-progress-on-rank-1")
+    assert "in read_next_batch" in (dump / "algo-1-rank-1.txt").read_text()
+
+
+SRC = unit_paths.SRC

@@ -1,0 +1,108 @@
+"""launch_rules: what a built-in program declares next to its code, loaded by file path (standard library only,
+sys.path untouched), and which declared rule the job's arguments switch on."""
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+import unit_paths
+from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
+from sagemaker_mxnet_horovod.parse.launch_rules import (
+    LAUNCH_MODULES,
+    LaunchRules,
+    SingleProcessRequest,
+    load_launch_rules,
+    single_process_request,
+)
+
+ENTRYPOINTS = unit_paths.ENTRYPOINTS
+
+
+def test_a_program_without_a_launch_module_gets_none():
+    for name in ("mnist", None, "resnet"):
+        rules = load_launch_rules(name, "/nonexistent")  # not even looked for
+        assert rules.environment(name, 8) == [] and dict(rules.single_process_when_false) == {}
+        assert rules.loader_workers is None
+
+
+@pytest.mark.parametrize("program", ["faster_rcnn", "mask_rcnn"])
+def test_rcnn_launch_rules(program):
+    rules = load_launch_rules(program, str(ENTRYPOINTS))
+    gpu = rules.environment(program, 8)
+    assert ("MXNET_GPU_MEM_POOL_TYPE", "Round", f"tuned for {program} on GPUs") in gpu
+    assert {name for name, _, _ in gpu} == {
+        "MXNET_GPU_MEM_POOL_TYPE", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD",
+        "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD", "MXNET_GPU_COPY_NTHREADS", "MXNET_OPTIMIZER_AGGREGATION_SIZE",
+        "MXNET_CUDNN_AUTOTUNE_DEFAULT"}
+    assert rules.environment(program, 0) == []  # CPU hosts keep MXNet's defaults
+    assert dict(rules.single_process_when_false) == {"horovod": "one process over all devices with MXNet's kvstore"}
+    argument, default = rules.loader_workers
+    assert argument == "num-workers"
+    assert default(gpu_count=0, ranks_per_host=2, cores=2) == 4  # CPU hosts: 4 per rank
+    assert default(gpu_count=8, ranks_per_host=8, cores=96) == 11  # p3dn/p4d: a rank's 12 cores but its own
+
+
+def test_rcnns_declared_loader_workers_are_its_clis_default():
+    # The launcher's /dev/shm estimate counts them: the declaration must follow the program's own default. The
+    # CLI leaves --num-workers unset (None) and training.py fills it with the launch module's own function.
+    tree = ast.parse((ENTRYPOINTS / "mxnet_programs" / "rcnn" / "cli.py").read_text())
+    defaults = {call.args[0].value: keyword.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
+                and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "--num-workers"
+                for keyword in call.keywords if keyword.arg == "default"}
+    assert defaults == {"--num-workers": None}
+    training = (ENTRYPOINTS / "mxnet_programs" / "rcnn" / "training.py").read_text()
+    assert "num_workers=workers" in training and "workers = launch.default_loader_workers(" in training
+    assert load_launch_rules("mask_rcnn", str(ENTRYPOINTS)).loader_workers[1].__name__ == "default_loader_workers"
+
+
+def test_every_builtin_launch_module_exists_and_is_standard_library_only():
+    # Loaded by file path into the launcher (stdlib only, starts in milliseconds): no relative imports, nothing
+    # heavy, no imports of the launcher or of the programs' own modules.
+    for relative in set(LAUNCH_MODULES.values()):
+        tree = ast.parse((ENTRYPOINTS / relative).read_text())
+        imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+        imported += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        assert all(name and name.split(".")[0] in sys.stdlib_module_names for name in imported), (relative, imported)
+
+
+def test_loading_by_path_leaves_sys_path_and_sys_modules_alone():
+    path, modules = list(sys.path), set(sys.modules)
+    load_launch_rules("mask_rcnn", str(ENTRYPOINTS))
+    assert sys.path == path and set(sys.modules) == modules
+
+
+def write_launch_module(entrypoints: Path, text: str) -> None:
+    module = entrypoints / LAUNCH_MODULES["mask_rcnn"]
+    module.parent.mkdir(parents=True)
+    module.write_text(text)
+
+
+def test_a_launch_module_declares_only_what_it_needs(tmp_path):
+    write_launch_module(tmp_path, 'SINGLE_PROCESS_WHEN_FALSE = {"distributed": "one process"}\n')
+    rules = load_launch_rules("mask_rcnn", str(tmp_path))
+    assert rules.environment("mask_rcnn", 8) == []
+    assert dict(rules.single_process_when_false) == {"distributed": "one process"}
+    write_launch_module(tmp_path / "env", 'def environment(program, gpu_count):\n    return [("X", "1", "why")]\n')
+    rules = load_launch_rules("mask_rcnn", str(tmp_path / "env"))
+    assert rules.environment("mask_rcnn", 0) == [("X", "1", "why")] and dict(rules.single_process_when_false) == {}
+
+
+def test_a_missing_or_broken_launch_module_is_a_plan_error_naming_it(tmp_path):
+    with pytest.raises(PlanError, match=f"the launch rules of mask_rcnn are missing: no {tmp_path}/mxnet_programs"):
+        load_launch_rules("mask_rcnn", str(tmp_path))
+    write_launch_module(tmp_path, "import mxnet_programs.rcnn.nothing_here\n")
+    with pytest.raises(PlanError, match="the launch rules of mask_rcnn in .*launch.py cannot be loaded: "
+                                        "ModuleNotFoundError"):
+        load_launch_rules("mask_rcnn", str(tmp_path))
+
+
+def test_an_argument_set_false_switches_its_single_process_rule_on():
+    rules = LaunchRules(single_process_when_false={"horovod": "one process"})
+    assert single_process_request(rules, {"horovod": "False"}) == SingleProcessRequest("horovod", "one process")
+    assert single_process_request(rules, {"horovod": "0"}) == SingleProcessRequest("horovod", "one process")
+    assert single_process_request(rules, {"horovod": "true"}) is None
+    assert single_process_request(rules, {"epochs": "3"}) is None
+    assert single_process_request(LaunchRules(), {"horovod": "false"}) is None  # a user script: nothing declared
+    with pytest.raises(ConfigError, match="hyperparameter horovod='maybe' is not a boolean"):
+        single_process_request(rules, {"horovod": "maybe"})

@@ -1,0 +1,140 @@
+"""settings: the launcher's own keys from hyperparameters or the environment (the hyperparameter wins), typed,
+with defaults; unknown ones warned about, bad ones named; the toolkit's --NCCL_DEBUG option."""
+
+import json
+from pathlib import Path
+
+import pytest
+from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.settings import DEFAULT_STALL_TIMEOUT_S, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.training_config import (
+    parse_hyperparameters,
+)
+
+PATHS = Paths(Path("/opt/ml"))
+
+
+def test_launcher_knobs_are_consumed_and_typed():
+    hps = parse_hyperparameters({
+        "sagemaker_program": '"mnist"',
+        "sagemaker_mpi_enabled": "False",
+        "sagemaker_mpi_num_of_processes_per_host": "2",
+        "sagemaker_mpi_custom_mpi_options": "-x FOO='a b' --mca btl_tcp_if_exclude lo",
+        "mpi_peer_timeout_s": "30",
+        "horovod_autotune": "true",
+        "horovod_fusion_threshold_mb": "64",
+        "horovod_cycle_time_ms": "3.5",
+        "epochs": "2",
+    }, {})
+    settings, warnings = parse_launcher_settings(hps, {})
+    assert settings.program == "mnist"
+    assert settings.mpi_enabled is False  # the toolkit treats "False" as true
+    assert settings.processes_per_host == 2
+    assert settings.custom_mpi_options == ("-x", "FOO=a b", "--mca", "btl_tcp_if_exclude", "lo")
+    assert settings.peer_timeout_s == 30
+    assert settings.horovod_autotune and not settings.horovod_timeline
+    assert settings.horovod_fusion_threshold_mb == 64
+    assert settings.horovod_cycle_time_ms == 3.5
+    assert warnings == []
+
+
+def test_unknown_launcher_knob_warns():
+    _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
+    assert len(warnings) == 2
+    assert "'horovod_fusion_mb'" in warnings[0] and "'mpi_foo'" in warnings[1]
+
+
+@pytest.mark.parametrize("value", ["true", True, "1"])
+def test_parameter_server_is_refused_with_what_to_use_instead(value):
+    # SDK v2: distribution={'parameter_server': {'enabled': True}} sets this (JSON-encoded: true).
+    with pytest.raises(ConfigError, match=r"sagemaker_parameter_server_enabled=true: this image trains with "
+                                          r"Horovod over MPI.*distribution=\{'mpi': \{'enabled': True\}\}"):
+        parse_launcher_settings({"sagemaker_parameter_server_enabled": value}, {})
+
+
+def test_parameter_server_disabled_is_fine():
+    _, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": False}, {})
+    assert warnings == []
+
+
+def test_knobs_from_environment_hyperparameter_wins():
+    settings, _ = parse_launcher_settings({}, {"SAGEMAKER_PROGRAM": "mask_rcnn", "MPI_PEER_TIMEOUT_S": "12"})
+    assert settings.program == "mask_rcnn" and settings.peer_timeout_s == 12
+    settings, _ = parse_launcher_settings({"mpi_peer_timeout_s": "7"}, {"MPI_PEER_TIMEOUT_S": "12"})
+    assert settings.peer_timeout_s == 7
+
+
+@pytest.mark.parametrize("hps,message", [
+    ({"sagemaker_mpi_enabled": "yes"}, "sagemaker_mpi_enabled='yes' is not a boolean"),
+    ({"sagemaker_mpi_num_of_processes_per_host": "two"}, "sagemaker_mpi_num_of_processes_per_host='two'"),
+    ({"sagemaker_mpi_num_of_processes_per_host": "0"}, "must be >= 1"),
+    ({"mpi_peer_timeout_s": "soon"}, "mpi_peer_timeout_s='soon' is not a number"),
+    ({"horovod_timeline": "maybe"}, "horovod_timeline='maybe'"),
+    ({"sagemaker_mpi_custom_mpi_options": "-x 'unterminated"}, "sagemaker_mpi_custom_mpi_options"),
+    ({"mpi_handshake_port": "70000"}, "not a TCP port"),
+])
+def test_bad_knobs(hps, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_launcher_settings(hps, {})
+
+
+# Horovod's own variable (a file path; docs/compatibility.md) passes through: it is not the boolean knob.
+def test_horovods_own_timeline_variable_in_the_environment_is_not_the_knob():
+    settings, _ = parse_launcher_settings({}, {"HOROVOD_TIMELINE": "/opt/ml/output/timeline.json"})
+    assert settings.horovod_timeline is False
+
+
+# The hang timeouts (their environment: test_env_rules_hang_watch.py).
+def test_defaults_end_stalls_after_an_hour_and_leave_progress_off():
+    settings, warnings = parse_launcher_settings({}, {})
+    assert settings.stall_timeout_s == DEFAULT_STALL_TIMEOUT_S == 3600
+    assert settings.progress_timeout_s == 0
+    assert warnings == []
+
+
+def test_knobs_parse_from_hyperparameters_and_environment():
+    settings, warnings = parse_launcher_settings({"horovod_stall_timeout_s": "0", "mpi_progress_timeout_s": "900"}, {})
+    assert (settings.stall_timeout_s, settings.progress_timeout_s, warnings) == (0, 900, [])
+    settings, _ = parse_launcher_settings({}, {"HOROVOD_STALL_TIMEOUT_S": "120", "MPI_PROGRESS_TIMEOUT_S": "60"})
+    assert (settings.stall_timeout_s, settings.progress_timeout_s) == (120, 60)
+
+
+@pytest.mark.parametrize("hps,message", [
+    ({"horovod_stall_timeout_s": "-1"}, "horovod_stall_timeout_s='-1' must be >= 0"),
+    ({"horovod_stall_timeout_s": "an hour"}, "horovod_stall_timeout_s='an hour' is not a number"),
+    ({"mpi_progress_timeout_s": "inf"}, "mpi_progress_timeout_s='inf' is not a finite number"),
+])
+def test_bad_values_name_key_and_value(hps, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_launcher_settings(hps, {})
+
+
+@pytest.mark.parametrize("options,nccl_debug,for_mpirun", [
+    # AWS's Horovod example, verbatim.
+    ("-verbose --NCCL_DEBUG=INFO", "INFO", ("-verbose",)),
+    ("--NCCL_DEBUG WARN -x A=1", "WARN", ("-x", "A=1")),
+    ("--NCCL_DEBUG=INFO -x B=2 --NCCL_DEBUG=TRACE", "TRACE", ("-x", "B=2")),  # the last wins, as with argparse
+    ("-x NCCL_DEBUG=INFO", None, ("-x", "NCCL_DEBUG=INFO")),  # mpirun's own -x: left to mpirun
+    ("-x 'MSG=a b'", None, ("-x", "MSG=a b")),
+    ("", None, ()),
+])
+def test_custom_mpi_options_nccl_debug_as_the_toolkit(options, nccl_debug, for_mpirun):
+    settings, _ = parse_launcher_settings(parse_hyperparameters(
+        {"sagemaker_mpi_custom_mpi_options": json.dumps(options)}, {}), {})
+    assert settings.nccl_debug == nccl_debug
+    assert settings.custom_mpi_options == for_mpirun
+
+
+@pytest.mark.parametrize("options", ["--NCCL_DEBUG", "--NCCL_DEBUG -x A=1", "--NCCL_DEBUG="])
+def test_nccl_debug_without_value(options):
+    with pytest.raises(ConfigError, match="sagemaker_mpi_custom_mpi_options: .*needs a value"):
+        parse_launcher_settings({"sagemaker_mpi_custom_mpi_options": options}, {})
+
+
+def test_console_ranks_all_by_default_or_as_chosen():
+    assert parse_launcher_settings({}, {})[0].console_ranks is None
+    assert parse_launcher_settings(parse_hyperparameters({"mpi_console_ranks": '"0"'}, {}), {})[0].console_ranks == {0}
+    assert parse_launcher_settings({}, {"MPI_CONSOLE_RANKS": "0-1"})[0].console_ranks == {0, 1}
+    with pytest.raises(ConfigError, match="mpi_console_ranks='first' is not a list of ranks"):
+        parse_launcher_settings({"mpi_console_ranks": "first"}, {})
