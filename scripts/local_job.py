@@ -120,7 +120,10 @@ class JobSpec:
     hyperparameters: dict = field(default_factory=dict)
     channels: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
-    instance_type: str = "ml.c5.xlarge"
+    # What SDK local mode writes (its estimator's instance_type): every host is a container on this machine, and the
+    # launcher splits the machine's cores between all of their ranks (plan/cores.py). A SageMaker type (ml.*)
+    # makes each host count its cores as its own.
+    instance_type: str = "local"
     interface_name: str = "eth0"  # what resourceconfig.json claims; SDK v3 local mode writes "ethwe"
     start_delays: dict = field(default_factory=dict)  # host -> seconds before its container starts
     network_alias_delays: dict = field(default_factory=dict)  # host -> seconds before its name resolves
