@@ -9,13 +9,14 @@ MNIST from the image's `synth-data` (6,000 training samples per epoch), batch 64
 built-in MNIST run through benchmarks/first_epoch_probe/first_steps.py, which only adds timestamps (the phases
 of the start, every training step). Configurations, alternating within each round:
 
-  defaults              the job as `make demo` runs it: the launcher sets OMP_NUM_THREADS = the host's cores /
-                        its ranks, counting each container's cores as if it were alone on the machine
-  OMP_NUM_THREADS=1     the same, with OMP_NUM_THREADS=1 in the job's environment (the user's value wins): the
-                        machine's cores / all ranks on it, the rule proposed for hosts that share a machine
+  defaults              the job as `make demo` runs it: local_job writes SDK local mode's instance type, and the
+                        launcher sets OMP_NUM_THREADS = the machine's cores / all the ranks of the hosts sharing it
+                        (before the thread rule, with --baseline-image: each host's cores / its own ranks)
+  OMP_NUM_THREADS=1     the same, with OMP_NUM_THREADS=1 in the job's environment (the user's value wins): what
+                        the rule sets on this 2-core machine, as a control
   cpusets               each container pinned to its own core (docker --cpuset-cpus): the launcher counts 1 core
-  baseline: ...         with --baseline-image, the first two configurations on that image (the programs before
-                        a change), to measure a change of the programs side by side
+  baseline: ...         with --baseline-image, the first two configurations on that image (the launcher and
+                        programs before a change), to measure a change side by side
 
 Printed per configuration (medians over rounds): every epoch's seconds (the program's own epoch time), the
 first/steady ratio (steady = median of epochs 2..N), the start's phases on rank 0, and epoch 1's steps against

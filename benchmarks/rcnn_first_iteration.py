@@ -11,8 +11,10 @@ phases; each iteration's wait for its batch and its training step). Data: COCO-l
 random weights, no validation, 1 epoch of --iterations iterations. Configurations (a user's value always wins, so
 each is set as a user would):
 
-  defaults                 the program's and the launcher's defaults (OMP_NUM_THREADS = each container's cores)
-  OMP_NUM_THREADS=1        the thread rule proposed for hosts that share a machine (docs/benchmarks.md)
+  defaults                 the program's and the launcher's defaults (OMP_NUM_THREADS: the launcher's thread rule,
+                           the machine's cores / the ranks of all the hosts sharing it, local_job writing SDK local
+                           mode's instance type; before that rule, each container's cores)
+  OMP_NUM_THREADS=1        set as a user would (on this 2-core machine, what the rule sets)
   ... 1 worker / 0 workers the same with --num-workers 1 / 0 (DataLoader worker processes per rank)
   baseline: ...            with --baseline-image, the same configuration on that image (the programs before a change)
 
