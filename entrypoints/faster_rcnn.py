@@ -26,6 +26,10 @@ once, exit 2, ``channel 'data' is incomplete: missing <path>``. ``train`` and ``
   * Image paths come from each image's ``file_name`` under the split folder (``coco_url`` is ignored).
   * ``categories`` must be COCO's 80 categories in COCO order (what GluonCV's COCO models need).
   * Every referenced image must exist; this is checked up front, as is a non-empty train set.
+  * Where several ranks share a host, local rank 0 reads and checks the annotations (and the images'
+    existence) once for its host and the other ranks load its result: one read of each annotation file per
+    host, not per rank. The images are read lazily, each by the rank that trains or validates on it, so a
+    FastFile channel (``TrainingInputMode: FastFile``, streamed from S3 on first read) is read once.
   * Upload example (stock COCO 2017)::
 
         aws s3 sync coco/annotations s3://BUCKET/coco/train/annotations --exclude '*' \\

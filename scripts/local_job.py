@@ -5,9 +5,9 @@
 Each host gets its own /opt/ml (a directory under --workdir) with resourceconfig.json, hyperparameters.json
 and inputdataconfig.json; containers join a private network under the names algo-1..algo-N, while their own
 hostnames are random (as in SDK local mode, where the hostname is the container id). Channels are
-bind-mounted read-only; Pipe-mode channels are fed through FIFOs <channel>_<epoch> as SageMaker does. A
-ShardedByS3Key channel gives each host its own part, as SageMaker does: `--channel train=part1,part2:ShardedByS3Key`
-(one directory per host, in host order).
+bind-mounted read-only (File and FastFile mode alike: a mount read on demand); Pipe-mode channels are fed through
+FIFOs <channel>_<epoch> as SageMaker does. A ShardedByS3Key channel gives each host its own part, as SageMaker
+does: `--channel train=part1,part2:ShardedByS3Key` (one directory per host, in host order).
 
   scripts/local_job.py --image sagemaker-mxnet-horovod:cpu --hosts 2 \\
       --hp sagemaker_program=mnist --hp epochs=2 --channel train=data/train --channel test=data/test
@@ -96,11 +96,16 @@ class JobResult:
         return "\n".join(lines)
 
 
+# Input modes whose channel is a directory: File (SageMaker downloads it first) and FastFile (SageMaker mounts the S3
+# prefix and streams each file on its first read): both a read-only bind mount here.
+MOUNTED_MODES = ("File", "FastFile")
+
+
 @dataclass
 class Channel:
     name: str
     source: Path
-    mode: str = "File"  # File | Pipe
+    mode: str = "File"  # File | FastFile | Pipe
     distribution: str = "FullyReplicated"  # S3DistributionType in inputdataconfig.json: or ShardedByS3Key
     host_sources: dict = field(default_factory=dict)  # host -> its own part (File mode), instead of source
 
@@ -115,7 +120,10 @@ class JobSpec:
     hyperparameters: dict = field(default_factory=dict)
     channels: list = field(default_factory=list)
     env: dict = field(default_factory=dict)
-    instance_type: str = "ml.c5.xlarge"
+    # What SDK local mode writes (its estimator's instance_type): every host is a container on this machine, and the
+    # launcher splits the machine's cores between all of their ranks (plan/cores.py). A SageMaker type (ml.*)
+    # makes each host count its cores as its own.
+    instance_type: str = "local"
     interface_name: str = "eth0"  # what resourceconfig.json claims; SDK v3 local mode writes "ethwe"
     start_delays: dict = field(default_factory=dict)  # host -> seconds before its container starts
     network_alias_delays: dict = field(default_factory=dict)  # host -> seconds before its name resolves
@@ -426,7 +434,7 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
     if alias:
         args += ["--network-alias", host]
     for channel in spec.channels:
-        if channel.mode == "File":
+        if channel.mode in MOUNTED_MODES:
             args += ["-v", f"{channel.source_for(host).resolve()}:/opt/ml/input/data/{channel.name}:ro"]
     for source, target, mode in (*spec.extra_mounts, *spec.host_mounts.get(host, ())):
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
@@ -556,7 +564,7 @@ def main(argv=None) -> int:
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="hyperparameter")
-    parser.add_argument("--channel", action="append", default=[], metavar="NAME=DIR[:Pipe]",
+    parser.add_argument("--channel", action="append", default=[], metavar="NAME=DIR[:Pipe|:FastFile]",
                         help="a channel; NAME=DIR1,DIR2,...:ShardedByS3Key gives host N its own DIR N")
     parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))

@@ -92,6 +92,9 @@ class MnistTraining:
         mx = self.mx = session.mx
         self.np = session.np
         s = session
+        # On a GPU, MXNet's cuDNN autotuning (MXNET_CUDNN_AUTOTUNE_DEFAULT=1, its default) runs once per input shape
+        # and is kept for the process: here a handful of shapes (the batch, an epoch's last partial batch, the
+        # validation batches), so it is a first-step cost paid once, not repeated; left on (not measured: no GPU here).
         self.ctx = mx.gpu(s.local_rank) if mx.context.num_gpus() > 0 else mx.cpu()
         mx.random.seed(config.seed)
         self.net = build_net(mx)

@@ -40,6 +40,22 @@ def test_two_hosts_two_processes_each(image, tmp_path):
     assert {rank: host for rank, (host, _) in records.items()} == {
         0: "algo-1", 1: "algo-1", 2: "algo-2", 3: "algo-2"}
     assert all(record["sum"] == [10.0] * 4 for _, record in records.values())
+    # local_job's hosts share this machine as in SDK local mode (current_instance_type "local"): the machine's
+    # cores are split between all 4 ranks, not 2, and the start log says so.
+    (cores,) = re.findall(r"OMP_NUM_THREADS=\d+ \((\d+) cores / \(2 ranks per host x 2 hosts on this machine\)\)",
+                          result.master.logs)
+    assert {record["omp_num_threads"] for _, record in records.values()} == {str(max(1, int(cores) // 4))}
+    assert {record["instance_type"] for _, record in records.values()} == {"local"}
+
+
+def test_hosts_on_instances_of_their_own_keep_their_cores(image, tmp_path):
+    # A SageMaker instance type: each host is alone on its instance and its ranks split its cores between them.
+    result = run(image, tmp_path, hps={"sagemaker_mpi_num_of_processes_per_host": "2"}, instance_type="ml.c5.xlarge")
+    assert result.exit_codes == [0, 0], result.describe()
+    (cores,) = re.findall(r"OMP_NUM_THREADS=\d+ \((\d+) cores / 2 ranks per host\)", result.master.logs)
+    records = rank_records(result)
+    assert {record["omp_num_threads"] for _, record in records.values()} == {str(max(1, int(cores) // 2))}
+    assert {record["instance_type"] for _, record in records.values()} == {"ml.c5.xlarge"}
 
 
 def test_eight_hosts(image, tmp_path):

@@ -11,7 +11,7 @@ import os
 from mxnet_programs import hyperparameters as hp
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.process import ProgramError
-from mxnet_programs.rcnn.launch import SINGLE_PROCESS_WHEN_FALSE
+from mxnet_programs.rcnn.launch import CPU_LOADER_WORKERS, SINGLE_PROCESS_WHEN_FALSE
 
 LR_REFERENCE_BATCH = 8  # --lr is the learning rate for this many images per iteration (global)
 # AWS's R-CNN Horovod walkthrough passes one channel, `data`, holding COCO 2017 as COCO ships it.
@@ -63,8 +63,9 @@ def build_parser(model):
                    help="mixed precision with mxnet.contrib.amp (GPU only)")
     g.add_argument("--max-iterations-per-epoch", type=hp.non_negative_int, default=0,
                    help="cap on iterations per epoch, for smoke tests and benchmarks (0: the whole shard)")
-    g.add_argument("--num-workers", type=hp.non_negative_int, default=4,
-                   help="DataLoader worker processes per rank (0: load in the training process)")
+    g.add_argument("--num-workers", type=hp.non_negative_int, default=None,
+                   help="DataLoader worker processes per rank (0: load in the training process) [default: on a GPU "
+                        f"host, its cores per rank minus one; on a CPU host {CPU_LOADER_WORKERS}]")
     g.add_argument("--hybridize", type=hp.str2bool, default=True, help="hybridize the network")
 
     g = parser.add_argument_group("model")

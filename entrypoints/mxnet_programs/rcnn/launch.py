@@ -6,6 +6,15 @@ library only and self-contained. What a launch module may declare, each optional
 """
 
 # The GPU memory and engine settings the R-CNN blog and GluonCV's Horovod scripts tuned for V100s.
+# First-step costs on GPUs (not measured: no GPU here):
+#   * MXNET_CUDNN_AUTOTUNE_DEFAULT=0: cuDNN autotuning benchmarks every convolution's algorithms the first time it
+#     sees an input shape, and MXNet caches the choice per shape in the process only. R-CNN's input shape is each
+#     image's resized size (aspect ratios vary, --short may be a range), so autotuning would run again on nearly
+#     every new image all through training, not once; MXNet's heuristic choice is kept instead.
+#   * MXNet's pointwise fusion (MXNET_USE_FUSION, on by default) compiles each fused kernel with NVRTC once per
+#     process (kept in memory) and the driver JIT-compiles its PTX into CUDA's JIT cache (~/.nv/ComputeCache, shared
+#     by the host's ranks): nothing to set per program. Keeping that cache across warm-pool jobs (CUDA_CACHE_PATH)
+#     is the launcher's to set, next to its warm-pool MXNET_HOME.
 _GPU_MXNET = (
     ("MXNET_GPU_MEM_POOL_TYPE", "Round"),
     ("MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "28"),
@@ -28,5 +37,21 @@ def environment(program, gpu_count):
 # kvstore, so no MPI and one host only.
 SINGLE_PROCESS_WHEN_FALSE = {"horovod": "one process over all devices with MXNet's kvstore"}
 
+# DataLoader workers per rank on CPU hosts: a CPU rank trains ~0.05-0.1 images/s, which one worker feeds many times
+# over; 4 (the earlier default for every host) measured no slower (benchmarks/rcnn_first_iteration.py), so it stays.
+CPU_LOADER_WORKERS = 4
+
+
+def default_loader_workers(gpu_count, ranks_per_host, cores):
+    """DataLoader workers per rank when --num-workers is not given. On a GPU host every core but the training
+    process's own: one core decodes and transforms 3.7 Mask R-CNN or 8.7 Faster R-CNN images/s at short side 800
+    (benchmarks/rcnn_input.py), and a GPU takes 6-12 (assumed: no GPU here); 11 workers of a p3dn/p4d rank's 12 vCPUs
+    give 3.3x a 12 images/s GPU's need for Mask R-CNN, where the earlier fixed 4 gave 1.2x. Idle workers cost nothing:
+    they wait once the prefetch queue is full."""
+    if not gpu_count:
+        return CPU_LOADER_WORKERS
+    return max(1, cores // max(1, ranks_per_host) - 1)
+
+
 # --num-workers (cli.py): DataLoader worker processes per rank, which pass their batches through /dev/shm.
-LOADER_WORKERS = ("num-workers", 4)
+LOADER_WORKERS = ("num-workers", default_loader_workers)

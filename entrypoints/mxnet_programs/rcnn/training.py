@@ -5,17 +5,19 @@ Epochs are counted from 0, in code and in the log lines (``epoch=0 iter=1 ...``)
 ``iter`` counts the iterations done in the current epoch (1-based).
 """
 
+import dataclasses
 import os
 import time
 import warnings
 
 from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
 
+from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.files import atomic_save, atomic_write_json
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, inputs, pretrained
+from mxnet_programs.rcnn import cli, data, evaluation, inputs, launch, pretrained
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
@@ -171,7 +173,8 @@ class RcnnTraining:
               f"base_lr={config.lr:g}/{cli.LR_REFERENCE_BATCH}img effective_lr={self.base_lr:g} "
               f"train_images={len(self.train_ds)} iterations_per_epoch={self.steps} "
               f"val_images={len(self.val_ds) if self.val_ds is not None else 0} short={config.short} "
-              f"max_size={config.max_size} pretrained_base={self.pretrained_path or False}")
+              f"max_size={config.max_size} pretrained_base={self.pretrained_path or False} "
+              f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
         s.log(f"{model.prog}: {self.shard.describe()}")
         if self.val_data is not None:
@@ -302,10 +305,18 @@ def main(model, argv=None):
         env = sm.dist_env()
         cli.check_distribution(config.horovod, env)
         # Everything up to the Session is local: a bad input fails on every rank before MPI is initialised.
-        train_data, val_data = inputs.load_inputs(model, config)
+        # Local rank 0 reads and checks the channels for its host's ranks: one read of the annotations per host
+        # (a FastFile channel streams each first read from S3).
+        train_data, val_data = host_once.once_per_host(
+            "rcnn-inputs", lambda: inputs.load_inputs(model, config), env, "read and check the input channels", stop)
         shard = inputs.train_shard(config, env, val_data, sm.input_data_config())
         sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
         pretrained_path = prepare_mxnet(config, env)
+        if config.num_workers is None:
+            import mxnet as mx
+
+            workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, len(os.sched_getaffinity(0)))
+            config = dataclasses.replace(config, num_workers=workers)
         session = Session(model.prog, env, stop, use_horovod=config.horovod)
         RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 from mxnet_programs.process import ProgramError
-from mxnet_programs.rcnn import cli
+from mxnet_programs.rcnn import cli, launch
 from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from mxnet_programs.sagemaker_env import DistEnv
@@ -96,7 +96,7 @@ def test_help_lists_hyperparameters_with_defaults(tmp_path):
     assert out.returncode == 0
     text = re.sub(r"\s+", " ", out.stdout)
     for flag, default in (("--epochs", "26"), ("--batch-size", "1"), ("--lr", "0.01"), ("--amp", "False"),
-                          ("--val-interval", "1"), ("--num-workers", "4"), ("--network", "resnet50_v1b"),
+                          ("--val-interval", "1"), ("--network", "resnet50_v1b"),
                           ("--use-fpn", "False"), ("--short", "800"), ("--max-size", "1333"),
                           ("--pretrained-base", "True"), ("--lr-warmup", "1000"), ("--lr-decay-epoch", "17,23"),
                           ("--lr-decay", "0.1"), ("--wd", "0.0001"), ("--momentum", "0.9"), ("--seed", "233"),
@@ -105,3 +105,13 @@ def test_help_lists_hyperparameters_with_defaults(tmp_path):
         assert re.search(re.escape(flag) + r" \S+ .*?\(default: " + re.escape(default) + r"\)", text), flag
     for flag in ("--checkpoint-dir", "--model-dir", "--lr-warmup-factor"):
         assert flag in text
+    assert "on a GPU host, its cores per rank minus one; on a CPU host 4" in text
+
+
+def test_loader_workers_default_to_the_cores_a_gpu_rank_leaves_free():
+    assert launch.default_loader_workers(gpu_count=8, ranks_per_host=8, cores=96) == 11  # ml.p3dn / p4d.24xlarge
+    assert launch.default_loader_workers(gpu_count=1, ranks_per_host=1, cores=8) == 7
+    assert launch.default_loader_workers(gpu_count=4, ranks_per_host=4, cores=4) == 1  # never 0: at least one worker
+    assert launch.default_loader_workers(gpu_count=0, ranks_per_host=2, cores=2) == launch.CPU_LOADER_WORKERS == 4
+    assert cli.parse_config(FASTER, [], {}).num_workers is None  # resolved by training.main, once MXNet is in
+    assert cli.parse_config(FASTER, ["--num-workers", "0"], {}).num_workers == 0

@@ -37,16 +37,23 @@ def test_rcnn_launch_rules(program):
         "MXNET_CUDNN_AUTOTUNE_DEFAULT"}
     assert rules.environment(program, 0) == []  # CPU hosts keep MXNet's defaults
     assert dict(rules.single_process_when_false) == {"horovod": "one process over all devices with MXNet's kvstore"}
-    assert rules.loader_workers == ("num-workers", 4)
+    argument, default = rules.loader_workers
+    assert argument == "num-workers"
+    assert default(gpu_count=0, ranks_per_host=2, cores=2) == 4  # CPU hosts: 4 per rank
+    assert default(gpu_count=8, ranks_per_host=8, cores=96) == 11  # p3dn/p4d: a rank's 12 cores but its own
 
 
 def test_rcnns_declared_loader_workers_are_its_clis_default():
-    # The launcher's /dev/shm estimate counts them: the declaration must follow the program's own default.
+    # The launcher's /dev/shm estimate counts them: the declaration must follow the program's own default. The
+    # CLI leaves --num-workers unset (None) and training.py fills it with the launch module's own function.
     tree = ast.parse((ENTRYPOINTS / "mxnet_programs" / "rcnn" / "cli.py").read_text())
     defaults = {call.args[0].value: keyword.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
                 and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "--num-workers"
                 for keyword in call.keywords if keyword.arg == "default"}
-    assert load_launch_rules("mask_rcnn", str(ENTRYPOINTS)).loader_workers == ("num-workers", defaults["--num-workers"])
+    assert defaults == {"--num-workers": None}
+    training = (ENTRYPOINTS / "mxnet_programs" / "rcnn" / "training.py").read_text()
+    assert "num_workers=workers" in training and "workers = launch.default_loader_workers(" in training
+    assert load_launch_rules("mask_rcnn", str(ENTRYPOINTS)).loader_workers[1].__name__ == "default_loader_workers"
 
 
 def test_every_builtin_launch_module_exists_and_is_standard_library_only():

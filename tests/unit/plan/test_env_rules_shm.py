@@ -20,6 +20,13 @@ def test_rcnns_four_loader_workers_do_not_fit_dockers_default():
     assert shm_size_check(job(facts=DOCKER_DEFAULT, sagemaker_program="faster_rcnn", **{"num-workers": "0"})) == []
 
 
+def test_rcnns_loader_workers_on_a_gpu_host_are_its_cores_per_rank_but_one():
+    # GPU8: 8 GPUs, 8 ranks per host (one per GPU), the program's default asked with the host's cores
+    budget = shm_budget(job(hosts=("algo-1", "algo-2"), facts=GPU8, sagemaker_program="mask_rcnn"))
+    workers = GPU8.cpu_count // 8 - 1
+    assert workers >= 1 and f"8 ranks x {workers} data-loader workers (num-workers)" in ", ".join(budget.parts)
+
+
 def test_mnist_and_a_few_cpu_ranks_fit_and_say_nothing():
     assert shm_size_check(job(facts=DOCKER_DEFAULT)) == []
     assert shm_size_check(job(facts=DOCKER_DEFAULT, sagemaker_mpi_num_of_processes_per_host="2")) == []

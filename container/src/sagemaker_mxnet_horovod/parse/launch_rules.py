@@ -38,13 +38,14 @@ class LaunchRules:
         Program arguments that, set false (a strict boolean, as the launcher's own), make the job one process
         on one host without MPI; a job with more hosts, processes or sagemaker_mpi_enabled is refused.
     LOADER_WORKERS = (argument, default)
-        The argument that sets each rank's DataLoader worker processes, and its default: the launcher's
-        /dev/shm estimate counts them (diagnose/shm.py).
+        The argument that sets each rank's DataLoader worker processes, and its default: a number, or a
+        function (gpu_count, ranks_per_host, cores) -> number when the program picks it from its host. The
+        launcher's /dev/shm estimate counts them (diagnose/shm.py).
     """
 
     environment: Callable[[str, int], list[tuple[str, str, str]]] = _no_environment
     single_process_when_false: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    loader_workers: tuple[str, int] | None = None
+    loader_workers: tuple[str, int | Callable[[int, int, int], int]] | None = None
 
 
 @dataclass(frozen=True)

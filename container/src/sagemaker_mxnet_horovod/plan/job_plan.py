@@ -94,7 +94,8 @@ def make_plan(
         use_mpi=layout.use_mpi,
         interface=layout.interface,
         program=program,
-        command=host_command(layout, facts, run_dir, custom_options, base_env, env, rank_argv),
+        command=host_command(layout, facts.hostname, mpi.rank_cores(job).per_process, run_dir, custom_options,
+                             base_env, env, rank_argv),
         env=env,
         rank_env=sm_env,
         rank_hosts=layout.rank_hosts,
@@ -110,12 +111,12 @@ def make_plan(
     )
 
 
-def host_command(layout: Layout, facts: HostFacts, run_dir: str, custom_options: tuple[str, ...],
+def host_command(layout: Layout, hostname: str, cores_per_rank: int, run_dir: str, custom_options: tuple[str, ...],
                  base_env: Mapping[str, str], env: Mapping[str, str], rank_argv: tuple[str, ...]) -> tuple[str, ...]:
     """What this host executes: the master's mpirun; nothing on an MPI worker (mpirun reaches it over ssh); the
     program itself without MPI."""
     if layout.role == "master":
-        return mpi.mpirun_command(layout.hosts, facts.hostname, layout.processes_per_host, facts.cpu_count,
+        return mpi.mpirun_command(layout.hosts, hostname, layout.processes_per_host, cores_per_rank,
                                   layout.interface, run_dir, custom_options, base_env, env, rank_argv)
     if layout.role == "worker":
         return ()

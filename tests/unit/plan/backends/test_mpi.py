@@ -1,6 +1,7 @@
 """backends/mpi.py: the master's mpirun command as data (-mca parameters, exported variables, the user's options)
 and the environment rules of MPI jobs."""
 
+import dataclasses
 import shlex
 
 import pytest
@@ -19,7 +20,8 @@ from sagemaker_mxnet_horovod.plan.backends.mpi import (
     user_sets_mca,
     yields_when_idle,
 )
-from sagemaker_mxnet_horovod.plan.env_rules import Setting
+from sagemaker_mxnet_horovod.plan.env_rules import Setting, apply_rules
+from sagemaker_mxnet_horovod.plan.job_plan import make_plan
 
 RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
 BASE = [("pml", "ob1"), ("btl", "^openib,ofi"), ("btl_vader_single_copy_mechanism", "none"),
@@ -30,9 +32,10 @@ def mca(argv):
     return [(argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a == "-mca"]
 
 
-def command(hosts=("algo-1", "algo-2"), per_host=1, cpus=2, custom=(), base_env=None, env=None, interface="eth0"):
-    return mpirun_command(hosts, "c0ffee", per_host, cpus, interface, "/run/sc", custom, base_env or {}, env or {},
-                          RANK_ARGV)
+def command(hosts=("algo-1", "algo-2"), per_host=1, cores_per_rank=2, custom=(), base_env=None, env=None,
+            interface="eth0"):
+    return mpirun_command(hosts, "c0ffee", per_host, cores_per_rank, interface, "/run/sc", custom, base_env or {},
+                          env or {}, RANK_ARGV)
 
 
 def test_mpi_params_in_order():
@@ -60,12 +63,11 @@ def test_user_sets_mca():
     assert not user_sets_mca("btl", ("-mca",), {})
 
 
-@pytest.mark.parametrize("cpus,per_host,yields", [(2, 1, True), (4, 1, True), (5, 1, False), (9, 2, True),
-                                                  (10, 2, False), (64, 8, False), (1, 4, True)])
-def test_yields_when_fewer_than_5_cores_per_rank(cpus, per_host, yields):
-    assert yields_when_idle(cpus, per_host, (), {}) == yields
-    assert not yields_when_idle(cpus, per_host, ("-mca", "mpi_yield_when_idle", "0"), {})
-    assert not yields_when_idle(cpus, per_host, (), {"OMPI_MCA_mpi_yield_when_idle": "0"})
+@pytest.mark.parametrize("cores_per_rank,yields", [(1, True), (2, True), (4, True), (5, False), (8, False)])
+def test_yields_when_fewer_than_5_cores_per_rank(cores_per_rank, yields):
+    assert yields_when_idle(cores_per_rank, (), {}) == yields
+    assert not yields_when_idle(cores_per_rank, ("-mca", "mpi_yield_when_idle", "0"), {})
+    assert not yields_when_idle(cores_per_rank, (), {"OMPI_MCA_mpi_yield_when_idle": "0"})
 
 
 def test_exported_names():
@@ -116,13 +118,46 @@ def test_exports_the_containers_and_the_plans_variables_and_custom_options_come_
     (CPU2, "1", "2"), (CPU16, "4", "4"), (GPU8, "8", "8"),
     (CPU2, "3", "1"),  # never 0
 ])
-def test_omp_threads_per_rank(facts, per_host, threads):
-    effects = omp_threads_per_rank(two_hosts(facts=facts, sagemaker_mpi_num_of_processes_per_host=per_host))
+@pytest.mark.parametrize("instance_type", ["ml.c5.xlarge", "ml.p3.16xlarge", None])
+def test_omp_threads_per_rank_on_a_host_alone(facts, per_host, threads, instance_type):
+    effects = omp_threads_per_rank(two_hosts(facts=facts, instance_type=instance_type,
+                                             sagemaker_mpi_num_of_processes_per_host=per_host))
     assert effects == [Setting("OMP_NUM_THREADS", threads, f"{facts.cpu_count} cores / {per_host} ranks per host")]
+
+
+LOCAL_HOSTS = {1: ("algo-1",), 2: ("algo-1", "algo-2"), 3: ("algo-1", "algo-2", "algo-3")}
+
+
+@pytest.mark.parametrize("instance_type", ["local", "local_gpu"])
+@pytest.mark.parametrize("facts,hosts,per_host,threads", [
+    (CPU2, 2, "1", "1"),  # make demo: 2 hosts x 1 rank on 2 cores, one thread each (was 2)
+    (CPU2, 3, "1", "1"),  # more ranks than cores: never 0
+    (CPU2, 2, "2", "1"),
+    (CPU16, 2, "1", "8"), (CPU16, 2, "2", "4"), (CPU16, 3, "1", "5"), (CPU16, 3, "2", "2"),
+    (GPU8, 2, "8", "4"),
+])
+def test_omp_threads_per_rank_in_local_mode_split_the_cores_between_every_hosts_ranks(instance_type, facts, hosts,
+                                                                                      per_host, threads):
+    effects = omp_threads_per_rank(job(hosts=LOCAL_HOSTS[hosts], facts=facts, instance_type=instance_type,
+                                       sagemaker_mpi_num_of_processes_per_host=per_host))
+    assert effects == [Setting("OMP_NUM_THREADS", threads, f"{facts.cpu_count} cores / ({per_host} ranks per host x "
+                                                           f"{hosts} hosts on this machine)")]
+
+
+def test_omp_threads_for_one_local_mode_host_are_its_cores_per_rank():
+    effects = omp_threads_per_rank(job(facts=CPU16, instance_type="local", sagemaker_mpi_num_of_processes_per_host="2"))
+    assert effects == [Setting("OMP_NUM_THREADS", "8", "16 cores / 2 ranks per host")]
+
+
+def test_a_users_omp_num_threads_wins_over_the_shared_count():
+    env, notes = apply_rules((omp_threads_per_rank,), two_hosts(instance_type="local", env={"OMP_NUM_THREADS": "3"}))
+    assert (env, notes) == ({}, ["OMP_NUM_THREADS=3 (set by you; default would be 1: 2 cores / (1 ranks per host x 2 "
+                                 "hosts on this machine))"])
 
 
 def test_no_omp_threads_for_a_single_process():
     assert omp_threads_per_rank(job(facts=CPU16)) == []  # MXNet's own default: every core
+    assert omp_threads_per_rank(job(facts=CPU16, instance_type="local")) == []
 
 
 @pytest.mark.parametrize("facts,per_host,noted", [
@@ -131,7 +166,29 @@ def test_no_omp_threads_for_a_single_process():
 ])
 def test_mpi_yield_when_idle_note(facts, per_host, noted):
     notes = mpi_yield_when_idle(two_hosts(facts=facts, sagemaker_mpi_num_of_processes_per_host=per_host))
-    assert notes == ([f"mpi_yield_when_idle=1 ({noted} core(s) per rank: busy polling would starve it)"] if noted else [])
+    assert notes == ([f"mpi_yield_when_idle=1 ({noted} core(s) per rank: {facts.cpu_count} cores / {per_host} ranks "
+                      "per host; busy polling would starve it)"] if noted else [])
+
+
+@pytest.mark.parametrize("instance_type", ["local", "local_gpu"])
+@pytest.mark.parametrize("facts,per_host,noted", [
+    (CPU16, "2", "4"),  # 8 cores per rank alone, 4 with the other host's ranks: yields
+    (GPU8, "8", "4"),
+    (CPU16, "1", None),  # 8 cores per rank even shared
+])
+def test_mpi_yield_when_idle_counts_the_hosts_sharing_the_machine(instance_type, facts, per_host, noted):
+    local_job = two_hosts(facts=facts, instance_type=instance_type, sagemaker_mpi_num_of_processes_per_host=per_host)
+    assert mpi_yield_when_idle(local_job) == (
+        [f"mpi_yield_when_idle=1 ({noted} core(s) per rank: {facts.cpu_count} cores / ({per_host} ranks per host x 2 "
+         "hosts on this machine); busy polling would starve it)"] if noted else [])
+
+
+@pytest.mark.parametrize("instance_type,yields", [("local", True), ("ml.c5.4xlarge", False)])
+def test_the_masters_mpirun_yields_by_the_same_count(instance_type, yields):
+    facts = dataclasses.replace(CPU16, hostname="c0ffee")
+    planned = make_plan(two_hosts(facts=facts, instance_type=instance_type,
+                                  sagemaker_mpi_num_of_processes_per_host="2").config, facts, {})
+    assert (("mpi_yield_when_idle", "1") in mca(planned.command)) == yields
 
 
 def test_mpi_yield_when_idle_no_note_without_mpi_or_when_the_user_chose():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sagemaker_mxnet_horovod.plan.cores import CoreShare, core_share
 from sagemaker_mxnet_horovod.plan.env_rules import Job, Rule, Setting
 
 # Open MPI busy-polls one core per rank while it waits; below this many cores per rank that steals a large
@@ -65,14 +66,10 @@ def user_sets_mca(name: str, custom: tuple[str, ...], base_env: Mapping[str, str
     return any(custom[i] in ("-mca", "--mca") and custom[i + 1] == name for i in range(len(custom) - 1))
 
 
-def cores_per_rank(cpu_count: int, processes_per_host: int) -> int:
-    return max(1, cpu_count // processes_per_host)
-
-
-def yields_when_idle(cpu_count: int, processes_per_host: int, custom: tuple[str, ...],
-                     base_env: Mapping[str, str]) -> bool:
-    """mpi_yield_when_idle=1 when busy polling would starve the ranks, unless the user set it."""
-    return (cores_per_rank(cpu_count, processes_per_host) < YIELD_WHEN_CORES_PER_RANK_BELOW
+def yields_when_idle(cores_per_rank: int, custom: tuple[str, ...], base_env: Mapping[str, str]) -> bool:
+    """mpi_yield_when_idle=1 when busy polling would starve the ranks (cores_per_rank: plan/cores.py counts the
+    hosts sharing the machine too), unless the user set it."""
+    return (cores_per_rank < YIELD_WHEN_CORES_PER_RANK_BELOW
             and not user_sets_mca("mpi_yield_when_idle", custom, base_env))
 
 
@@ -104,13 +101,13 @@ def build_mpirun_command(
     return tuple(argv)
 
 
-def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: int, cpu_count: int,
+def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: int, cores_per_rank: int,
                    interface: str | None, run_dir: str, custom_options: tuple[str, ...], base_env: Mapping[str, str],
                    env: Mapping[str, str], rank_argv: tuple[str, ...]) -> tuple[str, ...]:
     """The master's mpirun: interface and ssh parameters only across hosts; a parameter the user set replaces
     ours; every variable the ranks need exported (the container's and the plan's)."""
     multi_host = len(hosts) > 1
-    yield_when_idle = yields_when_idle(cpu_count, processes_per_host, custom_options, base_env)
+    yield_when_idle = yields_when_idle(cores_per_rank, custom_options, base_env)
     params = [(n, v) for n, v in mpi_params(interface if multi_host else None, yield_when_idle,
                                             run_dir if multi_host else None)
               if n == "mpi_yield_when_idle" or not user_sets_mca(n, custom_options, base_env)]
@@ -121,20 +118,27 @@ def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: 
 # ---------------------------------------------------------------------------------------------------------
 # Environment rules of MPI jobs (after env_rules.RULES in the start log)
 
+def rank_cores(job: Job) -> CoreShare:
+    """This host's cores split between its ranks and those of the hosts sharing its machine (plan/cores.py)."""
+    return core_share(job.facts, job.config.resource, job.layout.processes_per_host)
+
+
 def omp_threads_per_rank(job: Job) -> list[Setting]:
-    layout, cpus = job.layout, job.facts.cpu_count
-    if not layout.use_mpi:
+    """One OpenMP thread per core a rank gets: more threads than cores spin in libgomp's waits."""
+    if not job.layout.use_mpi:
         return []
-    per_host = layout.processes_per_host
-    return [Setting("OMP_NUM_THREADS", str(cores_per_rank(cpus, per_host)), f"{cpus} cores / {per_host} ranks per host")]
+    share = rank_cores(job)
+    return [Setting("OMP_NUM_THREADS", str(share.per_process), share.why)]
 
 
 def mpi_yield_when_idle(job: Job) -> list[str]:
     """The note for mpirun's mpi_yield_when_idle (yields_when_idle decides it)."""
-    layout, cpus, custom = job.layout, job.facts.cpu_count, job.config.settings.custom_mpi_options
-    if not layout.use_mpi or not yields_when_idle(cpus, layout.processes_per_host, custom, job.base_env):
+    if not job.layout.use_mpi:
         return []
-    return [f"mpi_yield_when_idle=1 ({cores_per_rank(cpus, layout.processes_per_host)} core(s) per rank: "
+    share = rank_cores(job)
+    if not yields_when_idle(share.per_process, job.config.settings.custom_mpi_options, job.base_env):
+        return []
+    return [f"mpi_yield_when_idle=1 ({share.per_process} core(s) per rank: {share.why}; "
             "busy polling would starve it)"]
 
 
