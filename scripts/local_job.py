@@ -124,6 +124,7 @@ class JobSpec:
     timeout_s: float = 600.0
     pipe_epochs: int = 1
     extra_mounts: list = field(default_factory=list)  # (host_path, container_path, mode)
+    host_mounts: dict = field(default_factory=dict)  # host -> [(host_path, container_path, mode)]: that host only
     command: tuple = ("train",)
     hostname_is_alias: bool = False  # hostname algo-N as on SageMaker (default: random, as in SDK local mode)
     code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
@@ -291,6 +292,14 @@ class RunningJob:
     def exec(self, host: str, *argv: str) -> subprocess.CompletedProcess:
         return docker("exec", self.container(host, 10), *argv)
 
+    def stranger(self, image: str, argv: list, mounts=(), timeout: float = 120) -> subprocess.CompletedProcess:
+        """Run argv in a container that is no host of the job but sits on the job's network, as anyone on the
+        same VPC could; returns when it ends. mounts: (host path, container path), read-only."""
+        args = ["run", "--rm", "--network", f"{self.project}-net"]
+        for source, target in mounts:
+            args += ["-v", f"{Path(source).resolve()}:{target}:ro"]
+        return docker(*args, image, *argv, check=False, timeout=timeout)
+
 
 def feed_pipes(data_dir: Path, channel: Channel, epochs: int, stop: threading.Event) -> None:
     """SageMaker Pipe mode: FIFO <channel>_<epoch>, one per epoch, each carrying the whole channel."""
@@ -415,7 +424,7 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
     for channel in spec.channels:
         if channel.mode == "File":
             args += ["-v", f"{channel.source_for(host).resolve()}:/opt/ml/input/data/{channel.name}:ro"]
-    for source, target, mode in spec.extra_mounts:
+    for source, target, mode in (*spec.extra_mounts, *spec.host_mounts.get(host, ())):
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
     if host in spec.cpusets:
         args += ["--cpuset-cpus", spec.cpusets[host]]

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from local_job import DOCKER, Channel, JobSpec, RunningJob, run_job
+from sagemaker_mxnet_horovod import __version__ as LAUNCHER_VERSION
 from toolkit_job import as_toolkit_job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -267,6 +268,59 @@ def previous_checkpoint_survives(ctx: Context, result) -> list:
     return problems
 
 
+def worker_late_for_a_failed_job(ctx: Context) -> JobSpec:
+    # algo-3's sshd cannot start (an empty /etc/ssh: no sshd_config), which fails the job before algo-2, 6 s late,
+    # checks in: algo-2 must end with the master's reason within seconds, not at its peer timeout (60 s).
+    empty = ctx.workdir / "empty-etc-ssh"
+    empty.mkdir(exist_ok=True)
+    spec = allreduce_job(ctx, start_delays={"algo-2": 6}, host_mounts={"algo-3": [(empty, "/etc/ssh", "ro")]})
+    return dataclasses.replace(spec, hosts=3)
+
+
+class Stranger:
+    """Another container on the job's network checks in with the master as `claim` (a host name, launcher
+    version, and whether it goes on to send `ready`), while the master waits for its workers (algo-2 starts 5 s
+    late) or, with during_job, once training is under way. Judged: the job succeeds on every host, the master's
+    log names the stranger's address and claim, and the stranger learned nothing about the job."""
+
+    def __init__(self, host: str, version: str = LAUNCHER_VERSION, ready: bool = False, during_job: bool = False):
+        self.host, self.version, self.ready, self.during_job = host, version, ready, during_job
+        self.output = ""
+
+    def build(self, ctx: Context) -> JobSpec:
+        argv = ["python", "/stranger/stranger.py", "algo-1", "7420", self.host, self.version,
+                *(["--ready"] if self.ready else [])]
+
+        def inject(job: RunningJob) -> None:
+            if self.during_job:
+                job.wait_for_log("algo-1", "rank 0/2", timeout=120)
+            done = job.stranger(ctx.image, argv, mounts=[(FAULT_CODE_DIR, "/stranger")])
+            self.output = done.stdout + done.stderr
+
+        if self.during_job:
+            return allreduce_job(ctx, hps={"extra-steps": "100"}, during=inject)
+        return allreduce_job(ctx, during=inject, start_delays={"algo-2": 5})
+
+    def check(self, ctx: Context, result) -> list:
+        address = re.search(r"stranger-address (\S+)", self.output)
+        if not address:
+            return [f"the stranger did not get to check in: {self.output[-300:]!r}"]
+        problems = []
+        logged = f"ignored a check-in from {address.group(1)} (as {self.host!r}, launcher {self.version})"
+        if logged not in result.master.logs:
+            problems.append(f"the master's log does not say {logged!r}")
+        answer = f'stranger-answer {{"type": "reject", "message": "{address.group(1)} is not a worker of this job"}}'
+        if answer not in self.output:
+            problems.append(f"the stranger was answered otherwise: {self.output[-300:]!r}")
+        return problems
+
+
+def stranger_scenario(name: str, stranger: Stranger) -> Scenario:
+    return Scenario(name, "success on every host; the master logs the stranger's address and claim, tells it "
+                          "nothing", stranger.build, exits=(0, 0), max_seconds=120, check=stranger.check,
+                    toolkit=False)  # this launcher's handshake
+
+
 SCENARIOS = [
     Scenario("worker container never starts", "master fails naming algo-2 within the peer timeout (10 s)",
              lambda ctx: allreduce_job(ctx, hps={"mpi_peer_timeout_s": "10"}, skip_hosts=("algo-2",)),
@@ -318,7 +372,9 @@ SCENARIOS = [
              never_resolves, exits=(1, 1),
              failure=r"^cluster setup failed on master algo-1: worker algo-2 checked in, but the master cannot "
                      r"resolve its name",
-             worker_failure=r"^worker algo-2: the job failed on algo-1: cluster setup failed", max_seconds=30,
+             # algo-2 never got the job's key: the master cannot check who a claim with an unresolvable name is.
+             worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: algo-2 does not resolve on the "
+                            r"master within the peer timeout", max_seconds=30,
              # The toolkit runs with hostnames equal to the names (its sshd setup needs them), and its mpirun
              # reached algo-2 anyway: not the same fault.
              toolkit=False),
@@ -372,6 +428,15 @@ SCENARIOS = [
     Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
              partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
              failure=r"algo-2.*unreachable", worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
+    stranger_scenario("a stranger checks in as a host of no job", Stranger("algo-7")),
+    stranger_scenario("a stranger checks in as algo-2 before algo-2 does", Stranger("algo-2", ready=True)),
+    stranger_scenario("a stranger checks in with another launcher version", Stranger("algo-2", version="0.0.1")),
+    stranger_scenario("a forged check-in during the job", Stranger("algo-2", during_job=True)),
+    Scenario("a worker checks in after the job failed", "the late worker ends within seconds with the master's reason",
+             worker_late_for_a_failed_job, exits=(1, 1, 1), max_seconds=30, toolkit=False,
+             failure=r"^cluster setup failed on master algo-1: worker algo-3: sshd on algo-3 did not start",
+             worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: the job ended before algo-2 "
+                            r"checked in: cluster setup failed on master algo-1: worker algo-3: sshd on algo-3"),
 ]
 
 

@@ -4,87 +4,16 @@ text); Master.wait_launched, the launcher's bound on mpirun's daemon start (mpir
 master's announcement to the workers. The worker's side with a real sshd runs across real containers
 (tests/integration, tests/faults); its session logic is in test_worker.py."""
 
-import json
 import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from handshake_peers import JOB_KEY, checked_in_worker, connect_worker, free_port, gathering
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.exits import ClusterError
-
-JOB_KEY = "ssh-ed25519 AAAAjobkey sagemaker-cluster"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class ProtocolWorker:
-    """A worker's end of the handshake, written out by hand: JSON lines over TCP."""
-
-    def __init__(self, port: int):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.lines = self.sock.makefile("r")
-
-    def send(self, **message) -> None:
-        self.sock.sendall((json.dumps(message) + "\n").encode())
-
-    def receive(self, skip_heartbeats: bool = True) -> dict:
-        while True:
-            message = json.loads(self.lines.readline())
-            if not (skip_heartbeats and message["type"] == "heartbeat"):
-                return message
-
-    def close(self) -> None:
-        self.lines.close()
-        self.sock.close()
-
-
-def gathering(master: Master):
-    """master.gather() in a thread: returns the thread and where its result or error lands."""
-    outcome = {}
-
-    def gather() -> None:
-        try:
-            outcome["links"] = master.gather(JOB_KEY)
-        except ClusterError as error:
-            outcome["error"] = str(error)
-
-    thread = threading.Thread(target=gather, daemon=True)
-    thread.start()
-    return thread, outcome
-
-
-def connect_worker(port: int, deadline_s: float = 10) -> ProtocolWorker:
-    """Connect once the master listens (gather() starts listening in its thread)."""
-    deadline = time.monotonic() + deadline_s
-    while True:
-        try:
-            return ProtocolWorker(port)
-        except ConnectionRefusedError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)  # the master's listen() has no notification to await
-
-
-def checked_in_worker(master: Master, silent_clients: int = 0) -> ProtocolWorker:
-    """The master's one worker, through the whole handshake (gather() has returned); first, silent_clients
-    connections that close without a word."""
-    thread, outcome = gathering(master)
-    for _ in range(silent_clients):
-        connect_worker(master.port).close()
-    worker = connect_worker(master.port)
-    worker.send(type="hello", host="localhost", version=__version__)
-    worker.receive()
-    worker.send(type="ready", host_key="ssh-ed25519 AAAAhostkey")
-    thread.join(10)
-    assert list(outcome["links"]) == ["localhost"]
-    return worker
 
 
 @pytest.fixture
@@ -137,17 +66,6 @@ def test_a_worker_of_another_launcher_version_is_rejected_and_the_job_fails_sayi
     expected = (f"worker localhost runs launcher 0.0.1, master runs {__version__}: every host of a job must use "
                 "the same image")
     assert reply == {"type": "reject", "message": expected} and outcome == {"error": expected}
-    worker.close()
-
-
-def test_a_host_that_is_no_worker_of_this_job_is_rejected(master):
-    thread, outcome = gathering(master)
-    worker = connect_worker(master.port)
-    worker.send(type="hello", host="algo-9", version=__version__)
-    assert worker.receive()["type"] == "reject"
-    thread.join(10)
-    assert outcome["error"].startswith("host 'algo-9' (127.0.0.1) is not a worker of this job; workers: "
-                                       "['localhost']")
     worker.close()
 
 

@@ -1,16 +1,26 @@
 """The master's side of the handshake (protocol.py): wait until every worker has checked in (its sshd up with
-the job's key, its host key pinned), watch each worker while the job runs, and tell every worker the outcome."""
+the job's key, its host key pinned), watch each worker while the job runs, and tell every worker the outcome.
+
+Anyone on the job's network can connect to the handshake port, so a check-in is believed only from an address
+that the claimed host's name resolves to (retrying while names resolve late, within the peer timeout). Anything
+else is noise: a client that says nothing or garbage, a host that is no worker of this job, a known worker's name
+from another address. Noise is logged once with its address and claim, rejected without a word about the job,
+and the job goes on waiting for its real workers. Only a verified worker's own error (its sshd failed, another
+launcher version) fails the job.
+"""
 
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
-from sagemaker_mxnet_horovod.act.cluster.network import ANNOUNCE_PORT, announce, resolve
+from sagemaker_mxnet_horovod.act.cluster.network import ANNOUNCE_PORT, announce, ipv4_addresses, resolve
 from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_S, MESSAGE_TIMEOUT_S, Connection
 from sagemaker_mxnet_horovod.exits import ClusterError
 
@@ -18,6 +28,13 @@ from sagemaker_mxnet_horovod.exits import ClusterError
 # partition, host gone without a reset): TCP_USER_TIMEOUT errors the link then, where TCP's own
 # retransmissions would take about 15 minutes and a link with nothing to send would never notice.
 UNREACHABLE_AFTER_S = 20.0
+# After the job failed before every worker checked in, how long the master still answers the late ones with the
+# job's failure (they retry every 50 ms to 1 s), so that they end with its reason instead of at their peer timeout.
+LINGER_S = 10.0
+
+
+def log(message: str) -> None:
+    print(f"train: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -27,10 +44,25 @@ class WorkerLink:
     host_key: str
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What a connection's hello says it is, and where it comes from."""
+
+    host: str
+    version: object
+    address: str
+
+    def __str__(self) -> str:
+        return f"{self.address} (as {self.host!r}, launcher {self.version})"
+
+
 class Master:
-    def __init__(self, workers: tuple[str, ...], port: int, bind_address: str, run_dir: Path, deadline: float):
+    def __init__(self, workers: tuple[str, ...], port: int, bind_address: str, run_dir: Path, deadline: float,
+                 addresses_of: Callable[[str], tuple[str, ...]] = ipv4_addresses,
+                 log: Callable[[str], None] = log):
         self.expected = set(workers)
         self.port, self.bind_address, self.run_dir, self.deadline = port, bind_address, run_dir, deadline
+        self.addresses_of, self.log = addresses_of, log  # a host's addresses (DNS); the launcher's log
         self.authorized_key = ""
         self.links: dict[str, WorkerLink] = {}
         self.launched: set[str] = set()  # workers where mpirun's daemon is running
@@ -43,6 +75,11 @@ class Master:
         self.user_failures: dict[str, str] = {}  # worker -> what the user's program wrote to its failure file
         self.watchers: list[threading.Thread] = []
         self.announce_port = ANNOUNCE_PORT
+        self.gathered = False  # every worker checked in: the job runs
+        self.ignored: set[tuple[str, str, str]] = set()  # noise already logged: (address, claim, why)
+        self.late_failure: str | None = None  # once the job failed before every worker checked in
+        self.told: set[str] = set()  # late workers told that failure
+        self.unresolved: dict[str, str] = {}  # host -> the address of a claim its name has not resolved for
 
     # -----------------------------------------------------------------------------------------------------
     # Check-in
@@ -53,7 +90,6 @@ class Master:
         self.authorized_key = authorized_key
         self.listen()
         self._await_check_ins()
-        self._await_names()
         (self.run_dir / "known_hosts").write_text("".join(f"{link.host} {link.host_key}\n"
                                                           for link in self.links.values()))
         self.watchers = [threading.Thread(target=self._watch, args=(link,), daemon=True)
@@ -61,6 +97,7 @@ class Master:
         for watcher in self.watchers:
             watcher.start()
         threading.Thread(target=self._heartbeat, daemon=True).start()
+        self.gathered = True
         return self.links
 
     def listen(self) -> None:
@@ -81,6 +118,11 @@ class Master:
                 remaining = self.deadline - time.monotonic()
                 if remaining <= 0:
                     missing = sorted(self.expected - set(self.links))
+                    unresolved = [host for host in missing if host in self.unresolved]
+                    if unresolved:
+                        # mpirun could not reach it by name either.
+                        raise ClusterError(f"worker {unresolved[0]} checked in, but the master cannot resolve its "
+                                           f"name: host name {unresolved[0]!r} did not resolve within the peer timeout")
                     raise ClusterError(
                         f"worker(s) {', '.join(missing)} did not check in with the master within the peer "
                         f"timeout (mpi_peer_timeout_s): the container never started, cannot resolve or reach "
@@ -90,17 +132,8 @@ class Master:
             if self.errors:
                 raise ClusterError(self.errors[0])
 
-    def _await_names(self) -> None:
-        """mpirun reaches workers by name: a worker that checked in may still not resolve here (SageMaker's DNS
-        can lag behind the containers), so wait for the names too, within the same deadline."""
-        for host in sorted(self.links):
-            try:
-                resolve(host, self.deadline)
-            except ClusterError as error:
-                raise ClusterError(f"worker {host} checked in, but the master cannot resolve its name: {error}") from None
-
     def _accept_loop(self) -> None:
-        while not self.closing:
+        while True:  # until finish() closes the server
             try:
                 sock, address = self.server.accept()
             except OSError:
@@ -110,33 +143,100 @@ class Master:
             threading.Thread(target=self._greet, args=(Connection(sock, address[0]),), daemon=True).start()
 
     def _greet(self, connection: Connection) -> None:
-        """One connection's check-in: hello, the job's key, ready. What goes wrong fails the job, saying what."""
+        """One connection: its hello, then, from a verified worker only, the check-in (or, once the job has
+        failed, its failure)."""
         try:
             hello = connection.receive(MESSAGE_TIMEOUT_S)
-            if not hello or hello.get("type") != "hello":
-                connection.close()
-                return  # a port scanner or a stray client: not a worker
-            host = str(hello.get("host"))
-            self._check_hello(host, hello.get("version"), connection.peer)
+        except (TimeoutError, OSError, ClusterError):
+            hello = None  # silence or garbage: nobody has claimed anything yet
+        if not hello or hello.get("type") != "hello":
+            connection.close()  # a port scanner or a stray client: not a worker
+            return
+        claim = Claim(str(hello.get("host")), hello.get("version"), connection.peer)
+        why_not = self._unverified(claim)
+        if why_not:
+            self._ignore(connection, claim, *why_not)
+        elif self.late_failure is not None:
+            self._tell_late(connection, claim.host)
+        else:
+            self._check_in(connection, claim)
+
+    def _unverified(self, claim: Claim) -> tuple[str, str] | None:
+        """Why this hello is not from the worker it names, and what the client may be told, or None when it is:
+        a worker of this job, from an address its name resolves to (waiting for the name within the peer
+        timeout, as SageMaker's can lag)."""
+        not_a_worker = f"{claim.address} is not a worker of this job"
+        if claim.host not in self.expected:
+            return "not a worker of this job", not_a_worker
+        with self.cond:
+            self.unresolved[claim.host] = claim.address  # until its name resolves
+        try:
+            addresses = resolve(claim.host, self.deadline, self.addresses_of)
+        except ClusterError:
+            why = f"{claim.host} does not resolve on the master within the peer timeout, so it cannot tell who this is"
+            return why, why
+        with self.cond:
+            self.unresolved.pop(claim.host, None)
+        if claim.address not in addresses:
+            return f"{claim.host} resolves to {', '.join(addresses)}, not to this address", not_a_worker
+        return None
+
+    def _ignore(self, connection: Connection, claim: Claim, why: str, told: str) -> None:
+        """Noise: logged once per address, claim and reason, and rejected with nothing about the job (told)."""
+        key = (claim.address, claim.host, why)
+        with self.cond:
+            first = key not in self.ignored
+            self.ignored.add(key)
+        if first:
+            self.log(f"ignored a check-in from {claim}: {why}")
+        connection.send_quietly({"type": "reject", "message": told})
+        connection.close()
+
+    def _check_in(self, connection: Connection, claim: Claim) -> None:
+        """A verified worker's check-in: the job's key, then its host key once its sshd answers. Its own errors
+        fail the job, naming it."""
+        host = claim.host
+        try:
+            if claim.version != __version__:
+                raise ClusterError(f"worker {host} runs launcher {claim.version}, master runs {__version__}: "
+                                   "every host of a job must use the same image")
+            replaced = self._earlier_link(host, claim.address)
             connection.send({"type": "key", "authorized_key": self.authorized_key})
             host_key = self._await_ready(host, connection)
             with self.cond:
-                self.links[host] = WorkerLink(host, connection, host_key)
-                self.cond.notify_all()
+                late = self.late_failure is not None  # the job failed while this worker checked in
+                if not late:
+                    self.links[host] = WorkerLink(host, connection, host_key)
+                    self.cond.notify_all()
+            if late:
+                self._tell_late(connection, host)
+            elif replaced:
+                replaced.connection.close()
+                self.log(f"worker {host} checked in again from {claim.address}; its earlier connection had closed")
         except TimeoutError:
             self._fail(f"worker at {connection.peer} stopped answering during the handshake", connection)
         except (OSError, ClusterError) as error:
             self._fail(str(error), connection)
 
-    def _check_hello(self, host: str, version, peer: str) -> None:
-        if version != __version__:
-            raise ClusterError(f"worker {host} runs launcher {version}, master runs {__version__}: "
-                               "every host of a job must use the same image")
+    def _earlier_link(self, host: str, address: str) -> WorkerLink | None:
+        """The worker's earlier link, when it checks in again from its own address: replaced while workers still
+        check in if the earlier one is dead; else this is an error of that worker's."""
         with self.cond:
-            problem = ("is not a worker of this job" if host not in self.expected
-                       else "connected twice" if host in self.links else None)
-        if problem:
-            raise ClusterError(f"host {host!r} ({peer}) {problem}; workers: {sorted(self.expected)}")
+            earlier = self.links.get(host)
+        if earlier is None:
+            return None
+        if self.gathered or not earlier.connection.peer_closed():
+            raise ClusterError(f"host {host!r} ({address}) connected twice; workers: {sorted(self.expected)}")
+        return earlier
+
+    def _tell_late(self, connection: Connection, host: str) -> None:
+        """A verified worker checking in after the job failed: it ends with the job's failure."""
+        connection.send_quietly({"type": "reject", "message": f"the job ended before {host} checked in: "
+                                                              f"{self.late_failure}"})
+        connection.close()
+        with self.cond:
+            self.told.add(host)
+            self.cond.notify_all()
 
     @staticmethod
     def _await_ready(host: str, connection: Connection) -> str:
@@ -221,9 +321,12 @@ class Master:
     def finish(self, exit_code: int, failure: str | None, timeout_s: float = 10.0,
                user_failure: str | None = None) -> None:
         """Tell every worker the job's outcome and wait (briefly) for each to acknowledge (its `bye` carries
-        its user's failure text, into user_failures)."""
-        self.closing = True
+        its user's failure text, into user_failures). A job that failed before every worker checked in lingers,
+        up to LINGER_S and never past the peer deadline, to tell the late workers why."""
         with self.cond:
+            if exit_code and not self.gathered:
+                self.late_failure = failure or f"exit code {exit_code}"
+            self.closing = True
             self.cond.notify_all()
         for link in self.links.values():
             link.connection.send_quietly({"type": "done", "exit_code": exit_code, "failure": failure,
@@ -234,5 +337,14 @@ class Master:
             watcher.join(max(0.0, deadline - time.monotonic()))
         for link in self.links.values():
             link.connection.close()
+        self._linger()
         if self.server:
             self.server.close()
+
+    def _linger(self) -> None:
+        if self.late_failure is None:
+            return
+        until = min(self.deadline, time.monotonic() + LINGER_S)
+        with self.cond:
+            self.cond.wait_for(lambda: self.expected <= set(self.links) | self.told,
+                               max(0.0, until - time.monotonic()))

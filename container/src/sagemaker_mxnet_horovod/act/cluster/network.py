@@ -18,6 +18,11 @@ def ipv4_address(host: str) -> str:
     return socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)[0][4][0]
 
 
+def ipv4_addresses(host: str) -> tuple[str, ...]:
+    """Every IPv4 address the name resolves to; raises socket.gaierror while it does not resolve."""
+    return tuple(sorted({info[4][0] for info in socket.getaddrinfo(host, None, socket.AF_INET, socket.SOCK_STREAM)}))
+
+
 def retry_delays(fast_s: float = 0.05, fast_for_s: float = PEERS_START_TOGETHER_S, slowest_s: float = 1.0):
     """Pauses between attempts to reach a peer: every host of a job starts at about the same time, so for
     the first seconds the peer is at most moments away and a short pause costs nothing (doubling from the
@@ -31,12 +36,13 @@ def retry_delays(fast_s: float = 0.05, fast_for_s: float = PEERS_START_TOGETHER_
         yield delay
 
 
-def resolve(host: str, deadline: float) -> str:
-    """Hosts may resolve late on SageMaker: retry until the deadline, then say which name never resolved."""
+def resolve(host: str, deadline: float, lookup=ipv4_address):
+    """Hosts may resolve late on SageMaker: retry until the deadline, then say which name never resolved.
+    lookup: ipv4_address (one address) or ipv4_addresses (all of them)."""
     delays = retry_delays()
     while True:
         try:
-            return ipv4_address(host)
+            return lookup(host)
         except socket.gaierror as error:
             delay = next(delays)
             if time.monotonic() + delay > deadline:
@@ -53,14 +59,17 @@ def connect_timeout(trying_for_s: float, fast_s: float = 0.2, fast_for_s: float 
     return fast_s if trying_for_s < fast_for_s else slow_s
 
 
-def connect(host: str, port: int, deadline: float) -> Connection:
-    """Connect to the master, retrying while it is not listening yet, until the deadline."""
+def connect(host: str, port: int, deadline: float, source_address: str | None = None) -> Connection:
+    """Connect to the master, retrying while it is not listening yet, until the deadline. source_address: this
+    host's address on the cluster interface, which its name resolves to and the master checks the connection's
+    address against."""
     address = resolve(host, deadline)
     delays, started = retry_delays(), time.monotonic()
     while True:
         try:
             timeout = connect_timeout(time.monotonic() - started)
-            sock = socket.create_connection((address, port), timeout=max(0.1, min(timeout, deadline - time.monotonic())))
+            sock = socket.create_connection((address, port), timeout=max(0.1, min(timeout, deadline - time.monotonic())),
+                                            source_address=(source_address, 0) if source_address else None)
             sock.settimeout(max(0.1, min(5.0, deadline - time.monotonic())))
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             return Connection(sock, host)

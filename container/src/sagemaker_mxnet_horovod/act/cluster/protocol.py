@@ -3,6 +3,9 @@ handshake port.
 
   worker -> {"type": "hello", "host": H, "version": V}
   master -> {"type": "key", "authorized_key": "ssh-ed25519 ..."}        (or {"type": "reject", "message"})
+            The master believes a hello only from an address that H resolves to (master.py): any other is
+            noise, rejected without a word about the job. A worker that checks in after the job has failed
+            is rejected with the job's failure, for as long as the master lingers (LINGER_S).
   worker -> {"type": "ready", "host_key": "ssh-ed25519 ..."}             (or {"type": "error", "message"})
   master -> {"type": "heartbeat"} every HEARTBEAT_S while the job runs
   master -> {"type": "stop", "signal": N} when only the master was signalled: the worker signals its ranks
@@ -22,6 +25,7 @@ Every wait has a deadline and, when it expires, says what it waited for.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 
@@ -68,6 +72,15 @@ class Connection:
         if not isinstance(message, dict) or "type" not in message:
             raise ClusterError(f"unexpected handshake message from {self.peer}: {message!r}")
         return message
+
+    def peer_closed(self) -> bool:
+        """Whether the peer has closed its end (or reset it): this end would read EOF now."""
+        try:
+            if not select.select([self.sock], [], [], 0)[0]:
+                return False
+            return self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except (OSError, ValueError):
+            return True
 
     def close(self) -> None:
         try:

@@ -35,7 +35,8 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
         launch_error = None
     except (OSError, subprocess.CalledProcessError) as error:
         launch_error = error  # reported to the master once connected, so the job fails naming this host
-    connection = connect(master, port, deadline)
+    # From the address this host's name resolves to: the master believes a check-in from there only.
+    connection = connect(master, port, deadline, source_address=sshd.listen_address)
     try:
         check_in(connection, master, current_host, sshd, launch_error, deadline)
         return WorkerSession(connection, master, stop_requested, failure_file).run()
