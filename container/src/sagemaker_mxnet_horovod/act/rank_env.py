@@ -47,8 +47,9 @@ def main(argv: list) -> None:
         if progress_timeout > 0:
             from sagemaker_mxnet_horovod.diagnose import progress
 
-            progress.start(progress_timeout, int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")),
-                           os.environ.get("SM_CURRENT_HOST", "?"))
+            # An MPI rank, or a parameter-server worker (the launcher's number for it).
+            rank = os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("SMMH_WORKER_RANK") or "0"
+            progress.start(progress_timeout, int(rank), os.environ.get("SM_CURRENT_HOST", "?"))
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         runpy.run_path(script, run_name="__main__")

@@ -109,7 +109,8 @@ def make_plan(
         role_reason=layout.outside_reason,
         stray_outputs=tuple(strays),
         backend=layout.backend,
-        processes=parameter_server.local_processes(layout, servers, python, rank_argv) if ps else (),
+        processes=(parameter_server.local_processes(layout, servers, python, rank_argv, str(config.paths.code_dir))
+                   if ps else ()),
         roles=parameter_server.describe_roles(layout, servers) if ps else "",
     )
 

@@ -35,12 +35,13 @@ def test_one_server_per_host_unless_asked():
 
 
 def test_the_first_host_runs_scheduler_its_server_and_its_worker():
-    processes = local_processes(two_hosts(**PS).layout, 2, "python", RANK_ARGV)
+    processes = local_processes(two_hosts(**PS).layout, 2, "python", RANK_ARGV, "/opt/ml/code")
     assert [(p.name, p.role) for p in processes] == [("scheduler", "scheduler"), ("server 0", "server"),
                                                      ("worker 0", "worker")]
     assert processes[0].argv == processes[1].argv == ROLE_ARGV  # `import mxnet` runs the role (AWS's command)
     assert dict(processes[0].env) == {"DMLC_ROLE": "scheduler"} and dict(processes[1].env) == {"DMLC_ROLE": "server"}
     assert processes[2].argv == RANK_ARGV  # the program, through rank_env as every rank
+    assert {p.cwd for p in processes} == {"/opt/ml/code"}  # a server can unpickle the code's own optimizer
     assert dict(processes[2].env) == {"DMLC_ROLE": "worker", "SMMH_WORKER_RANK": "0", "SMMH_LOCAL_WORKER_RANK": "0",
                                       "SMMH_LOCAL_WORKERS": "1"}
 
@@ -48,7 +49,7 @@ def test_the_first_host_runs_scheduler_its_server_and_its_worker():
 def test_another_host_runs_its_servers_and_workers_numbered_host_by_host():
     layout = job(hosts=("algo-1", "algo-2", "algo-3"), sagemaker_mpi_num_of_processes_per_host="2", **PS).layout
     layout = type(layout)(**{**layout.__dict__, "current_host": "algo-2"})
-    processes = local_processes(layout, 4, "python", RANK_ARGV)
+    processes = local_processes(layout, 4, "python", RANK_ARGV, "/opt/ml/code")
     assert [p.name for p in processes] == ["server 1", "worker 2", "worker 3"]
     assert [p.env["SMMH_LOCAL_WORKER_RANK"] for p in processes[1:]] == ["0", "1"]
     assert {p.env["SMMH_LOCAL_WORKERS"] for p in processes[1:]} == {"2"}
@@ -57,7 +58,7 @@ def test_another_host_runs_its_servers_and_workers_numbered_host_by_host():
 def test_a_host_without_a_server():
     layout = two_hosts(**PS).layout
     layout = type(layout)(**{**layout.__dict__, "current_host": "algo-2"})
-    assert [p.name for p in local_processes(layout, 1, "python", RANK_ARGV)] == ["worker 1"]
+    assert [p.name for p in local_processes(layout, 1, "python", RANK_ARGV, "/opt/ml/code")] == ["worker 1"]
 
 
 def test_describe_roles():

@@ -1,5 +1,6 @@
 """A worker's side of the handshake (protocol.py): start sshd, check in with the master, report mpirun's daemon
-on this host, and wait for the job's outcome, handing each of the master's messages to its handler."""
+on this host, and wait for the job's outcome, handing each of the master's messages to its handler. A
+parameter-server host checks in without ssh and runs the same session beside its own processes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +46,25 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
         connection.close()
 
 
+def check_in_without_ssh(master: str, port: int, current_host: str, deadline: float,
+                         source_address: str | None) -> Connection:
+    """A parameter-server host's check-in: hello, welcome; no keys, nothing runs over ssh. Returns the connection
+    for the session (WorkerSession) that follows."""
+    connection = connect(master, port, deadline, source_address=source_address)
+    try:
+        connection.send({"type": "hello", "host": current_host, "version": __version__})
+        reply = connection.receive(max(1.0, deadline - time.monotonic()))
+    except BaseException:
+        connection.close()
+        raise
+    if reply is None or reply.get("type") != "welcome":
+        connection.close()
+        if reply is None:
+            raise ClusterError(f"the master {master} closed the connection during the handshake")
+        raise ClusterError(f"the master {master} rejected this worker: {reply.get('message', reply)}")
+    return connection
+
+
 def check_in(connection: Connection, master: str, current_host: str, sshd: Sshd, launch_error: Exception | None,
              deadline: float) -> None:
     """hello, the job's key into sshd, ready with this job's host key (or the error that stopped sshd)."""
@@ -68,9 +89,13 @@ class WorkerSession:
     """After the check-in: once a second, report mpirun's daemon here, then handle what the master sent."""
 
     def __init__(self, connection: Connection, master: str, stop_requested: threading.Event,
-                 failure_file: Path | None):
+                 failure_file: Path | None, on_stop: Callable[[int], object] = signal_local_ranks,
+                 reports_daemon: bool = True):
         self.connection, self.master, self.stop_requested, self.failure_file = (
             connection, master, stop_requested, failure_file)
+        # What the master's stop does here (an MPI worker signals its ranks), and whether there is an MPI daemon
+        # to report on (a parameter-server host has none).
+        self.stop_here, self.reports_daemon = on_stop, reports_daemon
         self.last_heard = time.monotonic()
         self.stop_deadline: float | None = None
         self.launched = self.daemon_exited = False
@@ -98,6 +123,8 @@ class WorkerSession:
 
     def report_daemon(self) -> None:
         """`launched` once mpirun's daemon runs here, `daemon_exited` once it is gone again."""
+        if not self.reports_daemon:
+            return
         running = mpi_daemon_running()
         if running and not self.launched:
             self.launched = True
@@ -120,7 +147,7 @@ class WorkerSession:
         raise ClusterError(f"the master {self.master} rejected this worker: {message.get('message')}")
 
     def on_stop(self, message: dict) -> None:
-        signal_local_ranks(int(message.get("signal", signal.SIGTERM)))
+        self.stop_here(int(message.get("signal", signal.SIGTERM)))
 
     def on_heartbeat(self, message: dict) -> None:
         self.last_heard = time.monotonic()

@@ -32,6 +32,7 @@ class LocalProcess:
     role: str  # scheduler | server | worker (DMLC_ROLE)
     argv: tuple[str, ...]
     env: Mapping[str, str]  # its own variables, on top of the host's rank environment
+    cwd: str  # the code directory, for every role
 
 
 def server_count(layout: Layout, requested: int | None) -> int:
@@ -45,20 +46,21 @@ def server_hosts(hosts: tuple[str, ...], servers: int) -> tuple[str, ...]:
     return tuple(hosts[index % len(hosts)] for index in range(servers))
 
 
-def local_processes(layout: Layout, servers: int, python: str, rank_argv: tuple[str, ...]) -> tuple[LocalProcess, ...]:
+def local_processes(layout: Layout, servers: int, python: str, rank_argv: tuple[str, ...],
+                    code_dir: str) -> tuple[LocalProcess, ...]:
     """This host's processes, in the order they start: the scheduler (first host only), its servers, its workers
     (numbered host by host, as MPI numbers ranks)."""
     host, per_host = layout.current_host, layout.processes_per_host
     role_argv = (python, *ROLE_PROGRAM)
     processes = []
     if host == layout.master_host:
-        processes.append(LocalProcess("scheduler", "scheduler", role_argv, {"DMLC_ROLE": "scheduler"}))
-    processes += [LocalProcess(f"server {index}", "server", role_argv, {"DMLC_ROLE": "server"})
+        processes.append(LocalProcess("scheduler", "scheduler", role_argv, {"DMLC_ROLE": "scheduler"}, code_dir))
+    processes += [LocalProcess(f"server {index}", "server", role_argv, {"DMLC_ROLE": "server"}, code_dir)
                   for index, server_host in enumerate(server_hosts(layout.hosts, servers)) if server_host == host]
     first = layout.hosts.index(host) * per_host
     processes += [LocalProcess(f"worker {first + local}", "worker", rank_argv,
                                {"DMLC_ROLE": "worker", WORKER_RANK: str(first + local),
-                                LOCAL_WORKER_RANK: str(local), LOCAL_WORKERS: str(per_host)})
+                                LOCAL_WORKER_RANK: str(local), LOCAL_WORKERS: str(per_host)}, code_dir)
                   for local in range(per_host)]
     return tuple(processes)
 

@@ -1,0 +1,170 @@
+"""ps_run.py: a parameter-server host's run with real processes standing in for the roles (the plan's processes
+are data: any program will do) and, for the master, a real handshake with a worker host's end written out by
+hand. Success ends the servers and the scheduler; a failed worker, server or scheduler ends the others and names
+role and host; a stop reaches the workers first; another host's report decides the verdict it is told. MXNet's
+own roles, across real containers: tests/integration, tests/faults."""
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+import pytest
+from plan_cases import config, plan
+from sagemaker_mxnet_horovod import __version__
+from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
+from sagemaker_mxnet_horovod.diagnose import roles
+from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
+
+SERVE = "import time\nwhile True: time.sleep(1)"  # a server or scheduler: runs until it is ended
+PS = {"sagemaker_parameter_server_enabled": "true"}
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers():
+    """The run turns SIGTERM/SIGINT into its own events: give the test process its own handlers back afterwards."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class HostEnd:
+    """Another host's end of the handshake, by hand: JSON lines over TCP from 127.0.0.1 (localhost's address)."""
+
+    def __init__(self, port: int):
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                break
+            except ConnectionRefusedError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)  # the master's listen() has no notification to await
+        self.lines = self.sock.makefile("r")
+
+    def send(self, **message) -> None:
+        self.sock.sendall((json.dumps(message) + "\n").encode())
+
+    def receive(self) -> dict:
+        while (message := json.loads(self.lines.readline()))["type"] == "heartbeat":
+            pass
+        return message
+
+    def close(self) -> None:
+        self.lines.close()
+        self.sock.close()
+
+
+def role(name: str, code: str) -> LocalProcess:
+    return LocalProcess(name, name.split()[0], (sys.executable, "-c", code), {"DMLC_ROLE": name.split()[0]}, ".")
+
+
+def one_host(tmp_path, worker_code: str, server_code: str = SERVE, workers: int = 1, hps=None):
+    """A one-host parameter-server plan whose processes are stand-ins: scheduler, server 0, the workers."""
+    p = plan(config(hosts=("algo-1",), hps={**PS, **(hps or {})}))
+    processes = (role("scheduler", SERVE), role("server 0", server_code),
+                 *(role(f"worker {index}", worker_code) for index in range(workers)))
+    return dataclasses.replace(p, processes=processes, run_dir=str(tmp_path / "run"))
+
+
+def run(p, tmp_path):
+    started = time.monotonic()
+    outcome = ParameterServerRun(p, dict(os.environ), "127.0.0.1", tmp_path / "failure").run()
+    return outcome, time.monotonic() - started
+
+
+def test_every_worker_done_is_success_and_ends_the_servers_and_scheduler(tmp_path, capfd):
+    outcome, seconds = run(one_host(tmp_path, "print('epoch=1 done')", workers=2), tmp_path)
+    assert outcome.failure is None and outcome.exit_code == 0 and seconds < 20
+    err = capfd.readouterr().err
+    assert "train: ending scheduler, server 0" in err
+    assert "train: scheduler was killed by SIGTERM; server 0 was killed by SIGTERM" in err
+
+
+def test_a_failed_worker_ends_the_job_naming_it(tmp_path):
+    code = "import sys\nprint('Traceback (most recent call last):', file=sys.stderr)\nraise ValueError('bad batch')"
+    outcome, seconds = run(one_host(tmp_path, code), tmp_path)
+    assert outcome.exit_code == 1 and seconds < 20
+    assert outcome.failure.render().splitlines()[:2] == ["worker 0 on algo-1 exited with code 1: ValueError: bad batch",
+                                                         "--- last lines of worker 0 stderr ---"]
+
+
+def test_a_server_that_dies_ends_the_workers_naming_it(tmp_path):
+    worker = "import time\ntime.sleep(60)"  # waits for its server forever, as ps-lite would
+    outcome, seconds = run(one_host(tmp_path, worker, server_code="import os\nos.kill(os.getpid(), 9)"), tmp_path)
+    assert outcome.exit_code == 1 and seconds < 20  # the worker was ended, not waited for
+    assert outcome.failure.cause == ("server 0 on algo-1 was killed by SIGKILL before the workers were done (they "
+                                     "wait for the server forever)")
+
+
+def test_a_worker_that_leaves_the_others_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(roles, "WORKERS_FINISH_TOGETHER_S", 1.0)
+    worker = "import os, time\nif os.environ['NAME'] == 'worker 1': time.sleep(60)"
+    p = one_host(tmp_path, worker, workers=2)
+    p = dataclasses.replace(p, processes=tuple(dataclasses.replace(process, env={**process.env, "NAME": process.name})
+                                               for process in p.processes))
+    outcome, seconds = run(p, tmp_path)
+    assert outcome.exit_code == 1 and seconds < 20
+    assert outcome.failure.cause.startswith("worker 0 on algo-1 exited with code 0, and worker 1 on algo-1 was still "
+                                            "running 1 s later")
+
+
+def test_sigterm_stops_the_workers_first_and_the_job_exits_143(tmp_path):
+    # The worker stops the launcher itself (SageMaker's SIGTERM) once the server runs and its own handler is in
+    # place; on SIGTERM it records whether the server still serves it (it must: a checkpoint may need it), then
+    # exits 143 as the built-in programs do.
+    worker = ("import os, signal, sys, time\n"
+              "def stop(*_):\n"
+              "    try:\n        os.kill(int(open(os.environ['PIDFILE']).read()), 0)\n        seen = 'alive'\n"
+              "    except ProcessLookupError:\n        seen = 'gone'\n"
+              "    open(os.environ['PIDFILE'] + '.seen', 'w').write(seen)\n    sys.exit(143)\n"
+              "signal.signal(signal.SIGTERM, stop)\n"
+              "while not os.path.exists(os.environ['PIDFILE']): time.sleep(0.01)\n"
+              "os.kill(os.getppid(), signal.SIGTERM)\ntime.sleep(60)")
+    server = "import os, time\nopen(os.environ['PIDFILE'], 'w').write(str(os.getpid()))\ntime.sleep(60)"
+    p = one_host(tmp_path, worker, server_code=server)
+    pidfile = tmp_path / "server.pid"
+    p = dataclasses.replace(p, processes=tuple(dataclasses.replace(process, env={**process.env, "PIDFILE": str(pidfile)})
+                                               for process in p.processes))
+    outcome, seconds = run(p, tmp_path)
+    assert outcome.exit_code == 143 and seconds < 20
+    assert outcome.failure.cause == "stopped by SIGTERM (SageMaker stop or spot interruption); every worker had ended"
+    assert (tmp_path / "server.pid.seen").read_text() == "alive"
+
+
+def test_the_master_decides_from_another_hosts_report_and_tells_it(tmp_path):
+    port = free_port()
+    p = plan(config(hosts=("algo-1", "localhost"), hps={**PS, "mpi_handshake_port": str(port)}))
+    p = dataclasses.replace(p, processes=(role("scheduler", SERVE), role("server 0", SERVE), role("worker 0", SERVE)),
+                            run_dir=str(tmp_path))
+    seen = {}
+
+    def other_host() -> None:  # localhost's end, by hand, while the master runs in this (the main) thread
+        peer = HostEnd(port)
+        peer.send(type="hello", host="localhost", version=__version__)
+        seen["welcome"] = peer.receive()
+        peer.send(type="failed", failure="worker 1 on localhost exited with code 1: ValueError: bad batch")
+        seen["done"] = peer.receive()
+        peer.send(type="bye", user_failure="my own words")
+        peer.close()
+
+    threading.Thread(target=other_host, daemon=True).start()
+    outcome, seconds = run(p, tmp_path)
+    assert seen["welcome"] == {"type": "welcome"}  # no keys: nothing runs over ssh
+    assert (seen["done"]["type"], seen["done"]["exit_code"]) == ("done", 1)
+    assert seen["done"]["failure"] == "worker 1 on localhost exited with code 1: ValueError: bad batch"
+    assert outcome.failure.cause == "worker 1 on localhost exited with code 1: ValueError: bad batch"
+    assert outcome.failure.host == "localhost" and outcome.other_hosts_texts == (("localhost", "my own words"),)
+    assert seconds < 20  # its own processes, which would serve forever, were ended
