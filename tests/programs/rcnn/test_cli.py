@@ -105,3 +105,14 @@ def test_help_lists_hyperparameters_with_defaults(tmp_path):
         assert re.search(re.escape(flag) + r" \S+ .*?\(default: " + re.escape(default) + r"\)", text), flag
     for flag in ("--checkpoint-dir", "--model-dir", "--lr-warmup-factor"):
         assert flag in text
+
+
+def test_kvstore_and_horovod_false():
+    config = cli.parse_config(FASTER, ["--kvstore", "dist_sync"], {"DMLC_ROLE": "worker"})
+    assert config.kvstore == "dist_sync"
+    assert cli.parse_config(FASTER, [], {}).kvstore == "horovod"
+    assert cli.parse_config(FASTER, [], {"DMLC_ROLE": "worker"}).kvstore == "dist_sync"
+    assert cli.parse_config(FASTER, ["--horovod", "false", "--kv-store", "local"], {}).kvstore == "local"
+    assert cli.parse_config(FASTER, ["--horovod", "false", "--kvstore", "device"], {}).kvstore == "device"
+    with pytest.raises(ProgramError, match="--horovod false trains with --kv-store device, but --kvstore is dist_sync"):
+        cli.parse_config(FASTER, ["--horovod", "false", "--kvstore", "dist_sync"], {"DMLC_ROLE": "worker"})

@@ -21,7 +21,7 @@ from pathlib import Path
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.worker import WorkerSession, check_in_without_ssh
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
-from sagemaker_mxnet_horovod.act.process_group import ProcessExit, ProcessGroup
+from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
@@ -82,7 +82,7 @@ class ParameterServerRun:
                                                   self.bind_address or None)
                 self.session = WorkerSession(connection, plan.master_host, self.stop_requested, self.failure_file,
                                              on_stop=lambda signum: self.events.put(("stop", signum)),
-                                             reports_daemon=False)
+                                             reports_daemon=False, bye_on_done=False)
         except ClusterError as error:
             return self.setup_failed(str(error))
         except StopRequested as stop:
@@ -139,9 +139,12 @@ class ParameterServerRun:
         self.end_processes(failure)
         log(f"job {'succeeded' if failure is None else describe_exit(code)} after "
             f"{time.monotonic() - self.started:.1f} s")
-        if self.master:
-            self.master.await_byes(END_GRACE_S)
+        if self.master:  # each host says bye once its own processes have ended too
+            self.master.await_byes(END_GRACE_S + OUTPUT_DRAIN_S + 5)
             return Outcome(failure, tuple(sorted(self.master.user_failures.items())))
+        if self.session:
+            self.session.bye(code)
+            self.session.connection.close()
         if failure is not None and not self.is_master:
             return Outcome(failure, ((self.plan.master_host, self.master_user_failure),))
         return Outcome(failure)

@@ -90,12 +90,13 @@ class WorkerSession:
 
     def __init__(self, connection: Connection, master: str, stop_requested: threading.Event,
                  failure_file: Path | None, on_stop: Callable[[int], object] = signal_local_ranks,
-                 reports_daemon: bool = True):
+                 reports_daemon: bool = True, bye_on_done: bool = True):
         self.connection, self.master, self.stop_requested, self.failure_file = (
             connection, master, stop_requested, failure_file)
-        # What the master's stop does here (an MPI worker signals its ranks), and whether there is an MPI daemon
-        # to report on (a parameter-server host has none).
-        self.stop_here, self.reports_daemon = on_stop, reports_daemon
+        # What the master's stop does here (an MPI worker signals its ranks), whether there is an MPI daemon to
+        # report on, and whether `done` is acknowledged at once (a parameter-server host first ends its own
+        # processes, then says bye itself).
+        self.stop_here, self.reports_daemon, self.bye_on_done = on_stop, reports_daemon, bye_on_done
         self.last_heard = time.monotonic()
         self.stop_deadline: float | None = None
         self.launched = self.daemon_exited = False
@@ -136,12 +137,17 @@ class WorkerSession:
     def on_done(self, message: dict) -> WorkerOutcome:
         code = int(message.get("exit_code", 1))
         # The job has ended: this host's ranks have too, and whatever they wrote is complete.
-        user_failure = read_user_failure(self.failure_file) if self.failure_file and code else None
-        self.connection.send_quietly({"type": "bye", "user_failure": user_failure})
+        if self.bye_on_done:
+            self.bye(code)
         if code == 0:
             return WorkerOutcome(0, None)
         return WorkerOutcome(code, f"the job failed on {self.master}: {message.get('failure') or f'exit code {code}'}",
                              master_user_failure=message.get("user_failure") or None)
+
+    def bye(self, code: int) -> None:
+        """The acknowledgement of `done`, with what the user's program wrote to this host's failure file."""
+        user_failure = read_user_failure(self.failure_file) if self.failure_file and code else None
+        self.connection.send_quietly({"type": "bye", "user_failure": user_failure})
 
     def on_reject(self, message: dict) -> None:
         raise ClusterError(f"the master {self.master} rejected this worker: {message.get('message')}")
