@@ -130,6 +130,7 @@ class JobSpec:
     code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
     volumes: dict = field(default_factory=dict)  # host -> [(docker volume name, container path)]
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
+    cpus: dict = field(default_factory=dict)  # host -> docker --cpus (a share of its cpuset, e.g. "0.5")
     config_files: dict = field(default_factory=dict)  # file name -> text replacing what prepare_host writes
     during: object = None  # callable(RunningJob), run in a thread once the containers started (fault injection)
     timed_logs: bool = False  # also keep every log line with docker's timestamp (HostResult.timed_log)
@@ -428,6 +429,8 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
     if host in spec.cpusets:
         args += ["--cpuset-cpus", spec.cpusets[host]]
+    if host in spec.cpus:
+        args += ["--cpus", spec.cpus[host]]
     for volume, target in spec.volumes.get(host, ()):
         args += ["-v", f"{volume}:{target}"]
     for key, value in spec.env.items():
