@@ -395,11 +395,11 @@ PS_SCENARIOS = [
              "worker 0 waits for it forever", ps_worker_fault("exit0"), exits=(1, 1), fault="rank", toolkit=False,
              failure=r"^the workers on algo-2 exited with code 0, and those on algo-1 were still running 30 s later"),
     Scenario("parameter server: a server killed", "both fail naming the server on algo-2 and SIGKILL",
-             kill_ps_role("algo-2", "server"), exits=(1, 1), fault="injected", toolkit=False,
+             kill_ps_role("algo-2", "server"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^server 1 on algo-2 was killed by SIGKILL before the workers were done",
              worker_failure=r"^host algo-2: the job failed on algo-1: server 1 on algo-2 was killed by SIGKILL"),
     Scenario("parameter server: the scheduler killed", "both fail naming the scheduler on algo-1 and SIGKILL",
-             kill_ps_role("algo-1", "scheduler"), exits=(1, 1), fault="injected", toolkit=False,
+             kill_ps_role("algo-1", "scheduler"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^scheduler on algo-1 was killed by SIGKILL before the workers were done",
              worker_failure=r"^host algo-2: the job failed on algo-1: scheduler on algo-1 was killed"),
     Scenario("parameter server: the scheduler never starts", "both fail naming the scheduler: its port (_ps_port) "

@@ -21,7 +21,9 @@ TAIL = ("Traceback (most recent call last):", "ValueError: rank 1 was asked to f
 def test_a_worker_failure_names_it_its_host_and_error():
     failure = role_failure("worker 1", "worker", "algo-2", 1, TAIL)
     assert failure.cause == "worker 1 on algo-2 exited with code 1: ValueError: rank 1 was asked to fail"
-    assert (failure.host, failure.tail_title) == ("algo-2", "worker 1 stderr")
+    assert (failure.host, failure.tail_title, failure.exit_code) == ("algo-2", "worker 1 stderr", 1)
+    assert role_failure("worker 0", "worker", "algo-1", 2, ()).exit_code == 2  # the job exits as it did
+    assert role_failure("worker 0", "worker", "algo-1", -9, ()).exit_code == 137
 
 
 @pytest.mark.parametrize("role,returncode,how", [
@@ -32,6 +34,7 @@ def test_a_server_or_scheduler_failure_says_it_ended_before_the_workers(role, re
     name = "scheduler" if role == "scheduler" else "server 0"
     failure = role_failure(name, role, "algo-1", returncode, ())
     assert failure.cause == f"{how} before the workers were done (they wait for the {role} forever)"
+    assert failure.exit_code == (137 if returncode else 1)  # an early exit 0 is a failure: 1
 
 
 def test_a_crash_is_named_with_its_signal():

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.cluster.master import Master
-from sagemaker_mxnet_horovod.act.cluster.worker import WorkerSession, check_in_without_ssh
+from sagemaker_mxnet_horovod.act.cluster.worker import WorkerOutcome, WorkerSession, check_in_without_ssh
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
 from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
@@ -112,7 +112,10 @@ class ParameterServerRun:
         log(f"started {', '.join(p.name for p in self.plan.processes)}")
 
     def follow_master(self) -> None:
-        outcome = self.session.run()  # until the master's verdict, or until it is lost
+        try:
+            outcome = self.session.run()  # until the master's verdict, or until it is lost
+        except (ClusterError, OSError) as error:
+            outcome = WorkerOutcome(EXIT_FAILED, str(error))
         self.events.put(("verdict", outcome))
 
     def supervise(self) -> Verdict:
@@ -206,7 +209,8 @@ class ParameterServerRun:
     def host_reported(self, host: str, message: dict, now: float) -> None:
         kind = message.get("type")
         if kind == "failed":
-            self.job.host_failed(Failure(str(message.get("failure") or f"a process on {host} failed"), host=host))
+            self.job.host_failed(Failure(str(message.get("failure") or f"a process on {host} failed"),
+                                         int(message.get("exit_code") or EXIT_FAILED), host=host))
         elif kind == "workers_ended":
             self.job.workers_ended(host, bool(message.get("succeeded")), now)
         elif kind == "stopped":
@@ -227,7 +231,7 @@ class ParameterServerRun:
         failure = self.watch.check(now)
         if failure is not None and "failed" not in self.reported:
             self.reported.add("failed")
-            self.send({"type": "failed", "failure": failure.render()}, failure=failure)
+            self.send({"type": "failed", "failure": failure.render(), "exit_code": failure.exit_code}, failure=failure)
         if self.watch.workers_ended and "workers_ended" not in self.reported:
             self.reported.add("workers_ended")
             self.send({"type": "workers_ended", "succeeded": self.watch.workers_succeeded})

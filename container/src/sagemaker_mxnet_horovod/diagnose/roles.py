@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
-from sagemaker_mxnet_horovod.diagnose.failure import Failure
+from sagemaker_mxnet_horovod.diagnose.failure import Failure, exit_status
 from sagemaker_mxnet_horovod.diagnose.ranks import process_failure
-from sagemaker_mxnet_horovod.exits import EXIT_STOPPED
+from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED
 
 # After a worker exits 0 (or a server or the scheduler does), how long the other workers may take to exit too.
 # ps-lite's barrier at exit (in the kvstore's destructor) releases all workers at once; a worker still running
@@ -32,7 +32,9 @@ def role_failure(name: str, role: str, host: str, returncode: int, tail: Sequenc
                  crash: NativeCrash | None = None) -> Failure:
     """A process that ended the job: how it ended and its error line ("worker 1 on algo-2 exited with code 1:
     ValueError: ..."); for a server or the scheduler, that it ended before the workers were done."""
-    failure = process_failure(name, host, returncode, tuple(tail), crash)
+    # The job exits as the process did (as an MPI job exits as its first failing rank), 1 for an early exit 0.
+    failure = replace(process_failure(name, host, returncode, tuple(tail), crash),
+                      exit_code=exit_status(returncode) or EXIT_FAILED)
     if role == "worker":
         return failure
     return replace(failure, cause=f"{failure.cause} before the workers were done (they wait for the {role} forever)")
