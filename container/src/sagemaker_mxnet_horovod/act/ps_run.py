@@ -83,7 +83,7 @@ class ParameterServerRun:
                 self.session = WorkerSession(connection, plan.master_host, self.stop_requested, self.failure_file,
                                              on_stop=lambda signum: self.events.put(("stop", signum)),
                                              reports_daemon=False, bye_on_done=False)
-        except ClusterError as error:
+        except (ClusterError, OSError) as error:  # OSError: the master's end reset during the check-in
             return self.setup_failed(str(error))
         except StopRequested as stop:
             if self.master:
