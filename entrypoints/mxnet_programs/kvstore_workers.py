@@ -15,8 +15,10 @@ import pickle
 
 import numpy as np
 
-# The Trainer's keys are its parameters' indexes: 0, 1, ... Ours start far above them.
-KEY_BASE = 1 << 24
+# The Trainer's keys are its parameters' indexes: 0, 1, ... Ours start far above them, and below 2**31 / 9973:
+# MXNet picks a key's server as (key * 9973) % servers in a 32-bit int, which overflows above that (measured:
+# key 2**24 failed "Check failed: ps_key < krs[server].end()").
+KEY_BASE = 100_000
 
 
 class KVStoreWorkers:
