@@ -12,6 +12,10 @@
   files next to them. mpirun would start ranks on other hosts in its own working directory.
 - With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
   (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked.
+- A parameter-server worker (DMLC_ROLE=worker) whose Python program fails ends at once: the exception's traceback
+  is printed and the process exits 1 (or the code it gave sys.exit) without the interpreter's shutdown, where
+  MXNet's kvstore waits in ps-lite's barrier for every other worker, which wait for its gradients: a failed worker
+  would stay alive forever, and its failure unseen.
 
 usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
 """
@@ -20,6 +24,7 @@ import json
 import os
 import runpy
 import sys
+import traceback
 
 RANK_ENV_FILE = "rank-env.json"
 # Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
@@ -52,9 +57,34 @@ def main(argv: list) -> None:
             progress.start(progress_timeout, int(rank), os.environ.get("SM_CURRENT_HOST", "?"))
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
-        runpy.run_path(script, run_name="__main__")
+        if os.environ.get("DMLC_ROLE") == "worker":
+            run_parameter_server_worker(script)
+        else:
+            runpy.run_path(script, run_name="__main__")
     else:
         os.execvp(program[0], program)
+
+
+def run_parameter_server_worker(script: str) -> None:
+    """The script; a failure ends the process now, with the traceback or message Python would print."""
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        if stop.code in (None, 0):
+            raise
+        code = stop.code if isinstance(stop.code, int) else 1
+        if not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        exit_now(code)
+    except BaseException:  # noqa: BLE001 - whatever ends the script ends the process, as Python would report it
+        traceback.print_exc()
+        exit_now(1)
+
+
+def exit_now(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
