@@ -391,9 +391,10 @@ PS_SCENARIOS = [
              ps_worker_fault("raise"), exits=(1, 1), fault="rank", toolkit=False,
              failure=r"^worker 1 on algo-2 exited with code 1: ValueError: worker 1 was asked to fail",
              worker_failure=r"^host algo-2: the job failed on algo-1: worker 1 on algo-2 exited with code 1"),
-    Scenario("parameter server: a worker exits 0 early", "both fail within the workers' finishing time (30 s): "
-             "worker 0 waits for it forever", ps_worker_fault("exit0"), exits=(1, 1), fault="rank", toolkit=False,
-             failure=r"^the workers on algo-2 exited with code 0, and those on algo-1 were still running 30 s later"),
+    Scenario("parameter server: a worker with fewer steps returns early", "both fail within the workers' finishing "
+             "time (30 s): each waits for the other forever", ps_worker_fault("return"), exits=(1, 1), fault="rank",
+             toolkit=False,
+             failure=r"^the workers on algo-2 finished, and those on algo-1 were still training 30 s later"),
     Scenario("parameter server: a server killed", "both fail naming the server on algo-2 and SIGKILL",
              kill_ps_role("algo-2", "server"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^server 1 on algo-2 was killed by SIGKILL before the workers were done",

@@ -41,8 +41,10 @@ if option("fail-worker") is not None and int(option("fail-worker")) == worker:
         raise ValueError(f"worker {worker} was asked to fail")
     if mode == "exit0":
         os._exit(0)  # ends without the kvstore's barrier at exit: the others wait for its gradients forever
-# The others keep training, as real training would while a peer dies.
-for _ in range(int(option("extra-steps", "0"))):
+early = option("fail-worker") is not None and int(option("fail-worker")) == worker and option("fail-mode") == "return"
+# The others keep training, as real training would while a peer dies. "return": this worker has fewer steps (less
+# data): it returns and waits in ps-lite's barrier at exit, while the others wait for its gradients.
+for _ in range(0 if early else int(option("extra-steps", "0"))):
     kv.push(0, mx.nd.ones((4,)))
     kv.pull(0, out=total)
     total.wait_to_read()

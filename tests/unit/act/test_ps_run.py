@@ -117,8 +117,29 @@ def test_a_worker_that_leaves_the_others_behind(tmp_path, monkeypatch):
                                                for process in p.processes))
     outcome, seconds = run(p, tmp_path)
     assert outcome.exit_code == 1 and seconds < 20
-    assert outcome.failure.cause.startswith("worker 0 on algo-1 exited with code 0, and worker 1 on algo-1 was still "
-                                            "running 1 s later")
+    assert outcome.failure.cause.startswith("worker 0 on algo-1 finished, and worker 1 on algo-1 was still training "
+                                            "1 s later")
+
+
+def test_a_worker_whose_script_returned_counts_as_finished_while_it_waits_at_exit(tmp_path, monkeypatch):
+    # Worker 0's script returns and its process then waits (as in ps-lite's barrier at exit) for worker 1, which
+    # never finishes: neither process ends by itself, and the job still fails, naming them.
+    monkeypatch.setattr(roles, "WORKERS_FINISH_TOGETHER_S", 1.0)
+    (tmp_path / "code").mkdir()
+    script = tmp_path / "code" / "train.py"
+    script.write_text("import atexit, os, time\natexit.register(lambda: time.sleep(60))\n"
+                      "if os.environ['NAME'] == 'worker 1': time.sleep(60)\n")
+    p = one_host(tmp_path, "", workers=2)
+    rank_argv = (sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path / "run"),
+                 str(tmp_path / "code"), "--", sys.executable, str(script))
+    p = dataclasses.replace(p, processes=tuple(
+        dataclasses.replace(process, env={**process.env, "NAME": process.name,
+                                          "PYTHONPATH": os.pathsep.join(sys.path)},
+                            argv=rank_argv if process.role == "worker" else process.argv)
+        for process in p.processes))
+    outcome, seconds = run(p, tmp_path)
+    assert outcome.exit_code == 1 and seconds < 30
+    assert outcome.failure.cause.startswith("worker 0 on algo-1 finished, and worker 1 on algo-1 was still training")
 
 
 def test_sigterm_stops_the_workers_first_and_the_job_exits_143(tmp_path):

@@ -107,5 +107,8 @@ def test_a_failed_parameter_server_worker_ends_now_not_at_the_interpreters_shutd
     assert stderr.splitlines()[0] == "Traceback (most recent call last):"
     process, _, stderr = run_rank(tmp_path, code, "--", sys.executable, str(code / "exits.py"), env=worker)
     assert (process.returncode, stderr.strip()) == (1, "mnist: error: no data")
-    process, stdout, _ = run_rank(tmp_path, code, "--", sys.executable, str(code / "done.py"), env=worker)
+    process, stdout, stderr = run_rank(tmp_path, code, "--", sys.executable, str(code / "done.py"), env=worker)
     assert (process.returncode, stdout.strip()) == (0, "exit handler ran")  # a worker that succeeds exits as usual
+    # ... saying first that its script returned: the launcher's watch of workers that finish apart starts there.
+    assert stderr.splitlines() == ["train: the script returned; waiting in ps-lite's barrier at exit for every "
+                                   "other worker"]

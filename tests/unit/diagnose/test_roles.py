@@ -66,9 +66,22 @@ def test_host_watch_a_worker_still_running_long_after_another_left():
     watch.process_ended("worker 0", "worker", 0, (), now=10)
     assert watch.check(10 + WORKERS_FINISH_TOGETHER_S - 1) is None
     failure = watch.check(10 + LATER)
-    assert failure.cause.startswith(f"worker 0 on algo-1 exited with code 0, and worker 1 on algo-1 was still "
-                                    f"running {WORKERS_FINISH_TOGETHER_S:g} s later: parameter-server workers leave "
-                                    "together")
+    assert failure.cause.startswith(f"worker 0 on algo-1 finished, and worker 1 on algo-1 was still training "
+                                    f"{WORKERS_FINISH_TOGETHER_S:g} s later: parameter-server workers finish together")
+
+
+def test_host_watch_a_worker_whose_script_returned_has_finished_though_still_in_the_barrier():
+    # The classic dist_sync hang: a worker with fewer steps returns and waits in ps-lite's barrier at exit, the
+    # other waits for its gradients; no process ends.
+    watch = HostWatch("algo-1", ["worker 0", "worker 1"])
+    watch.worker_returned("worker 1", now=10)
+    assert not watch.workers_ended and watch.next_deadline() == 10 + WORKERS_FINISH_TOGETHER_S
+    assert watch.check(10 + LATER).cause.startswith("worker 1 on algo-1 finished, and worker 0 on algo-1 was still "
+                                                    "training")
+    together = HostWatch("algo-1", ["worker 0", "worker 1"])
+    together.worker_returned("worker 0", now=10)
+    together.worker_returned("worker 1", now=11)
+    assert together.workers_finished and together.check(10 + LATER) is None and together.next_deadline() is None
 
 
 def test_host_watch_a_server_that_exits_0_is_given_the_workers_finishing_time():
@@ -87,10 +100,12 @@ def test_host_watch_while_stopping_nothing_is_a_failure():
     assert watch.check(100) is None and watch.workers_ended and not watch.workers_succeeded
 
 
-def test_job_watch_success_once_every_host_finished():
+def test_job_watch_success_once_every_hosts_workers_exited_0():
     job = JobWatch(("algo-1", "algo-2"), stop_grace_s=110)
     job.workers_ended("algo-2", True, now=10)
     assert job.verdict(11) is None and job.next_deadline() == 10 + WORKERS_FINISH_TOGETHER_S
+    job.workers_finished("algo-1", now=11)  # its script returned: the barrier at exit, then the exit
+    assert job.verdict(12) is None and job.next_deadline() is None
     job.workers_ended("algo-1", True, now=12)
     assert job.verdict(12) == Verdict(None)
 
@@ -107,8 +122,8 @@ def test_job_watch_hosts_that_finish_apart():
     job = JobWatch(("algo-1", "algo-2", "algo-3"), stop_grace_s=110)
     job.workers_ended("algo-2", True, now=10)
     failure = job.verdict(10 + LATER).failure
-    assert failure.cause.startswith(f"the workers on algo-2 exited with code 0, and those on algo-1, algo-3 were "
-                                    f"still running {WORKERS_FINISH_TOGETHER_S:g} s later")
+    assert failure.cause.startswith(f"the workers on algo-2 finished, and those on algo-1, algo-3 were still "
+                                    f"training {WORKERS_FINISH_TOGETHER_S:g} s later")
     assert failure.host == "algo-2"
 
 

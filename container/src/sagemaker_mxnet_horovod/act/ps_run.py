@@ -22,6 +22,7 @@ from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.worker import WorkerOutcome, WorkerSession, check_in_without_ssh
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
 from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup
+from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
@@ -43,7 +44,7 @@ class ParameterServerRun:
         self.events: queue.SimpleQueue = queue.SimpleQueue()  # put() is safe in a signal handler
         self.crash_log = CrashLog()
         self.group = ProcessGroup(plan.processes, env, cwd=plan.processes[0].cwd if plan.processes else None,
-                                  stderr_observers=(self.crash_log.observe,),
+                                  stderr_observers=(self.crash_log.observe, self.watch_returned),
                                   on_exit=lambda ended: self.events.put(("exit", ended)))
         self.watch = HostWatch(self.host, [p.name for p in plan.processes if p.role == "worker"])
         self.job = JobWatch(plan.hosts, STOP_GRACE_S + END_GRACE_S) if self.is_master else None
@@ -111,6 +112,10 @@ class ParameterServerRun:
         self.group.start()
         log(f"started {', '.join(p.name for p in self.plan.processes)}")
 
+    def watch_returned(self, index: int, line: str) -> None:
+        if line == SCRIPT_RETURNED:  # a worker's own line, through rank_env
+            self.events.put(("returned", index))
+
     def follow_master(self) -> None:
         try:
             outcome = self.session.run()  # until the master's verdict, or until it is lost
@@ -173,6 +178,8 @@ class ParameterServerRun:
         now = time.monotonic()
         if kind == "exit":
             self.process_ended(args[0], now)
+        elif kind == "returned":
+            self.watch.worker_returned(self.plan.processes[args[0]].name, now)
         elif kind == "signal":
             self.stop(args[0], now, by_this_host=True)
         elif kind == "stop":
@@ -211,6 +218,8 @@ class ParameterServerRun:
         if kind == "failed":
             self.job.host_failed(Failure(str(message.get("failure") or f"a process on {host} failed"),
                                          int(message.get("exit_code") or EXIT_FAILED), host=host))
+        elif kind == "workers_finished":
+            self.job.workers_finished(host, now)
         elif kind == "workers_ended":
             self.job.workers_ended(host, bool(message.get("succeeded")), now)
         elif kind == "stopped":
@@ -232,6 +241,9 @@ class ParameterServerRun:
         if failure is not None and "failed" not in self.reported:
             self.reported.add("failed")
             self.send({"type": "failed", "failure": failure.render(), "exit_code": failure.exit_code}, failure=failure)
+        if self.watch.workers_finished and "workers_finished" not in self.reported:
+            self.reported.add("workers_finished")
+            self.send({"type": "workers_finished"})
         if self.watch.workers_ended and "workers_ended" not in self.reported:
             self.reported.add("workers_ended")
             self.send({"type": "workers_ended", "succeeded": self.watch.workers_succeeded})
@@ -244,6 +256,8 @@ class ParameterServerRun:
             now = time.monotonic()
             if failure is not None:
                 self.job.host_failed(failure)
+            elif message["type"] == "workers_finished":
+                self.job.workers_finished(self.host, now)
             elif message["type"] == "workers_ended":
                 self.job.workers_ended(self.host, message["succeeded"], now)
         else:

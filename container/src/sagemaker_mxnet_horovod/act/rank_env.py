@@ -27,6 +27,9 @@ import sys
 import traceback
 
 RANK_ENV_FILE = "rank-env.json"
+# What a parameter-server worker says on stderr when its script has returned: the launcher's watch of workers that
+# finish apart (diagnose/roles.py) starts then, not when the process exits after ps-lite's barrier.
+SCRIPT_RETURNED = "train: the script returned; waiting in ps-lite's barrier at exit for every other worker"
 # Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
 SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
 
@@ -71,6 +74,7 @@ def run_parameter_server_worker(script: str) -> None:
         runpy.run_path(script, run_name="__main__")
     except SystemExit as stop:
         if stop.code in (None, 0):
+            say_returned()
             raise
         code = stop.code if isinstance(stop.code, int) else 1
         if not isinstance(stop.code, int):
@@ -79,6 +83,11 @@ def run_parameter_server_worker(script: str) -> None:
     except BaseException:  # noqa: BLE001 - whatever ends the script ends the process, as Python would report it
         traceback.print_exc()
         exit_now(1)
+    say_returned()
+
+
+def say_returned() -> None:
+    print(SCRIPT_RETURNED, file=sys.stderr, flush=True)
 
 
 def exit_now(code: int) -> None:

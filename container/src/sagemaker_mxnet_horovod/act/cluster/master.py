@@ -270,7 +270,7 @@ class Master:
         """Hand each of a worker's messages to its handler. The connection closing before `done` means the
         worker is gone; timing out, that it is unreachable."""
         handlers = {"launched": self._on_launched, "daemon_exited": self._on_daemon_exited, "bye": self._on_bye,
-                    **dict.fromkeys(("failed", "workers_ended", "stopped"), self._on_report)}
+                    **dict.fromkeys(("failed", "workers_finished", "workers_ended", "stopped"), self._on_report)}
         how = "went away during the job (container stopped or crashed)"
         try:
             while (message := link.connection.receive(None)) is not None:

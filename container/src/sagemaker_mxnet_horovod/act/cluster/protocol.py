@@ -19,6 +19,7 @@ A parameter-server job (act/ps_run.py) runs no ssh: the master answers a verifie
   master -> {"type": "welcome"}                                          (instead of the key; no ready follows)
 and while the job runs each host reports on its own processes, for the master to decide the job's outcome:
   worker -> {"type": "failed", "failure": "...", "exit_code": N}   one of its processes failed the job (the first)
+  worker -> {"type": "workers_finished"}   all of its workers have finished (their script returned, or they exited 0)
   worker -> {"type": "workers_ended", "succeeded": B}   all of its worker processes have ended (B: all exited 0)
   worker -> {"type": "stopped", "signal": N}   it was stopped (SIGTERM): the master stops the job everywhere
 
