@@ -1,7 +1,9 @@
 """Shared by every test directory.
 
 TESTS_MUST_NOT_SKIP=1 (set where the tests run inside the image) turns a skip into a failure: there, a
-missing MXNet, Horovod or mpirun is a broken image, not a reason to skip.
+missing MXNet, Horovod or mpirun is a broken image, not a reason to skip. Both kinds of skip count: a test's
+own (a skip mark, a fixture's pytest.skip) and a whole module's at collection (a module-level
+pytest.importorskip), which would otherwise leave the module's tests out of the run without a word.
 """
 
 import os
@@ -9,11 +11,29 @@ import os
 import pytest
 
 
+def must_not_skip() -> bool:
+    return os.environ.get("TESTS_MUST_NOT_SKIP") == "1"
+
+
+def skip_reason(report) -> str:
+    return report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
-    if report.skipped and os.environ.get("TESTS_MUST_NOT_SKIP") == "1":
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    if report.skipped and must_not_skip():
         report.outcome = "failed"
-        report.longrepr = f"skipped where nothing may skip (TESTS_MUST_NOT_SKIP=1): {reason}"
+        report.longrepr = f"skipped where nothing may skip (TESTS_MUST_NOT_SKIP=1): {skip_reason(report)}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and must_not_skip():
+        # A failed collection report is a collection error: pytest reports it and the run fails.
+        report.outcome = "failed"
+        report.longrepr = (f"{collector.nodeid} skipped at collection where nothing may skip "
+                           f"(TESTS_MUST_NOT_SKIP=1): {skip_reason(report)}")

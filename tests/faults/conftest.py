@@ -3,7 +3,7 @@ import subprocess
 import time
 
 import pytest
-from scenarios import DOCKER, OBSERVATIONS, Context, format_report, make_mnist_data
+from scenarios import DOCKER, OBSERVATIONS, Context, format_report, make_mnist_data, summary
 
 SUITE_STARTED = time.monotonic()
 
@@ -36,4 +36,4 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line("")
         terminalreporter.write_line(format_report(OBSERVATIONS, "fault scenarios (this image's launcher)"))
         terminalreporter.write_line(f"fault suite: {len(OBSERVATIONS)} scenarios in "
-                                    f"{time.monotonic() - SUITE_STARTED:.0f} s")
+                                    f"{time.monotonic() - SUITE_STARTED:.0f} s, {summary(OBSERVATIONS)}")

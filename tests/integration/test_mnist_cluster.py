@@ -1,6 +1,7 @@
 """The built-in MNIST program as SageMaker runs it: 2 hosts, File and Pipe mode, bad input."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -74,7 +75,7 @@ def test_pipe_mode_with_too_few_channels_fails_fast(image, mnist_data, tmp_path)
     result = mnist_job(image, tmp_path, channels, epochs="1")
     assert result.exit_codes[0] == 2 and result.exit_codes[1] == 2, result.describe()
     assert "Pipe mode needs one channel per rank: have train_0..train_0, need 2" in result.master.failure
-    assert result.seconds < 60
+    assert result.seconds < 60  # fails fast: before training (docs/faults.md: 4.5 s); a generous bound
 
 
 def test_empty_channel_fails_with_its_name(image, mnist_data, tmp_path):
@@ -83,4 +84,5 @@ def test_empty_channel_fails_with_its_name(image, mnist_data, tmp_path):
     result = mnist_job(image, tmp_path / "job", [Channel("train", empty), Channel("test", mnist_data / "mnist" / "test")])
     assert result.exit_codes[0] == 2, result.describe()
     first_line = result.master.failure.splitlines()[0]
-    assert first_line.startswith("rank ") and "mnist: error:" in first_line and "train" in first_line, first_line
+    assert re.match(r"rank [01] on algo-[12] exited with code 2: mnist: error: channel 'train' is empty: no files "
+                    r"in /opt/ml/input/data/train$", first_line), first_line

@@ -62,6 +62,18 @@ def base_env(workdir, extra=None):
     return env
 
 
+def mxnet_blocked_env(workdir, env=None):
+    """`env` plus a PYTHONPATH on which `import mxnet` raises (and so does whatever imports it: gluoncv,
+    horovod.mxnet): a check that must fail before MXNet is imported, which takes seconds, fails the run
+    if it comes after. A condition instead of a timed bound."""
+    blocker = Path(workdir) / "mxnet-blocker"
+    (blocker / "mxnet").mkdir(parents=True, exist_ok=True)
+    (blocker / "mxnet" / "__init__.py").write_text(
+        "raise RuntimeError('mxnet was imported before the input checks finished')\n")
+    path = base_env(workdir)["PYTHONPATH"]
+    return {**(env or {}), "PYTHONPATH": os.pathsep.join([str(blocker), path])}
+
+
 def start_mnist(workdir, args=(), env=None, ranks=1):
     """Starts mnist.py like the launcher does: directly for one process, under mpirun for several."""
     workdir = Path(workdir)

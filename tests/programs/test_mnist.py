@@ -8,7 +8,6 @@ import signal
 import struct
 import subprocess
 import sys
-import time
 
 import pytest
 from mxnet_programs import mnist_data
@@ -22,6 +21,7 @@ from programs.helpers import (
     base_env,
     channels_env,
     make_mnist,
+    mxnet_blocked_env,
     run_mnist,
     start_mnist,
 )
@@ -178,13 +178,11 @@ def test_sigterm_checkpoints_mid_epoch_exits_143_and_resumes_there(small_mnist, 
     job = start_mnist(tmp_path, args, env=channels_env(small_mnist))
     try:
         job.wait_for(r"^epoch=1 batch=20/", timeout=90)
-        signalled = time.time()
         job.proc.send_signal(signal.SIGTERM)
-        job.wait(60)
+        job.wait(60)  # a generous bound: SageMaker sends SIGKILL 120 s after its SIGTERM
     finally:
         job.kill()
     assert job.returncode == 143, job.explain()
-    assert time.time() - signalled < 10  # prompt: one batch, a checkpoint, exit
     assert "stopped by SIGTERM" in job.stdout
     jsons = sorted(p.name for p in (tmp_path / "checkpoints").glob("*.json"))
     assert len(jsons) == 1 and re.fullmatch(r"checkpoint-epoch-0001-batch-\d{6}\.json", jsons[0]), jsons
@@ -348,10 +346,9 @@ def test_bad_input_fails_fast_with_one_line_and_exit_2(case, tiny_mnist, tmp_pat
     env, args, expected = case(tmp_path, tiny_mnist)
     workdir = tmp_path / "job"
     workdir.mkdir()
-    started = time.time()
-    result = subprocess.run([sys.executable, str(MNIST), *args], env=base_env(workdir, env), cwd=workdir,
-                            check=False, capture_output=True, text=True, timeout=60)
-    seconds = time.time() - started
+    # Fails fast: before mxnet is imported (any import of it raises here), not after a timed bound.
+    result = subprocess.run([sys.executable, str(MNIST), *args], env=base_env(workdir, mxnet_blocked_env(workdir, env)),
+                            cwd=workdir, check=False, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2, f"{result.returncode}\n{result.stdout}\n{result.stderr}"
     errors = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(errors) == 1 and errors[0].startswith("mnist: error: "), result.stderr
@@ -359,7 +356,6 @@ def test_bad_input_fails_fast_with_one_line_and_exit_2(case, tiny_mnist, tmp_pat
         assert text in errors[0], (text, errors[0])
     assert "Traceback" not in result.stderr
     assert "mxnet" not in result.stdout  # nothing started training
-    assert seconds < 15
     assert not (workdir / "model").exists()
 
 

@@ -4,12 +4,19 @@ import json
 import os
 import re
 import signal
-import time
 
 import pytest
 from sagemaker_mxnet_data import synth_data
 
-from programs.helpers import PipeFeeder, channels_env, input_config, rank_pids, run_mnist, start_mnist
+from programs.helpers import (
+    PipeFeeder,
+    channels_env,
+    input_config,
+    mxnet_blocked_env,
+    rank_pids,
+    run_mnist,
+    start_mnist,
+)
 
 pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
 
@@ -44,13 +51,13 @@ def test_sigterm_to_one_rank_stops_all_with_a_checkpoint_then_resume(small_mnist
         ranks = rank_pids(job.proc.pid)
         assert sorted(ranks) == [0, 1]
         os.kill(ranks[1], signal.SIGTERM)
-        signalled = time.time()
-        job.wait(60)
+        job.wait(60)  # a generous bound: SageMaker sends SIGKILL 120 s after its SIGTERM
     finally:
         job.kill()
-    assert time.time() - signalled < 15, job.explain()
     assert job.returncode == 143, job.explain()  # mpirun reports the ranks' status
     assert "stopped by SIGTERM" in job.stdout
+    # Had the ranks stopped after different steps, one would have failed in a collective the other never joined.
+    assert "mnist: error" not in job.stderr, job.explain()
     checkpoints = sorted((tmp_path / "checkpoints").glob("checkpoint-epoch-0001-batch-*.json"))
     assert len(checkpoints) == 1, job.explain()
     stopped_at = json.loads(checkpoints[0].read_text())["batch"]
@@ -91,11 +98,11 @@ def test_pipe_mode_two_ranks_read_their_own_fifos(small_mnist, tmp_path):
 
 def test_pipe_mode_without_a_channel_per_rank_fails_fast(tiny_mnist, tmp_path):
     config = {"train_0": {"TrainingInputMode": "Pipe"}, "test": {"TrainingInputMode": "File"}}
+    # Fails fast: on every rank before mxnet (and Horovod) is imported; any import of it raises here.
     job = run_mnist(tmp_path, [], ranks=2, timeout=60,
-                    env={"SM_INPUT_DATA_CONFIG": json.dumps(config),
-                         "SM_CHANNEL_TEST": str(tiny_mnist / "test")})
+                    env=mxnet_blocked_env(tmp_path, {"SM_INPUT_DATA_CONFIG": json.dumps(config),
+                                                     "SM_CHANNEL_TEST": str(tiny_mnist / "test")}))
     assert job.returncode == 2, job.explain()
-    assert job.seconds < 30
     message = "mnist: error: Pipe mode needs one channel per rank: have train_0..train_0, need 2"
     assert message in job.stderr.splitlines(), job.stderr
 
@@ -111,6 +118,7 @@ def test_one_rank_with_bad_data_does_not_leave_the_other_hanging(tiny_mnist, tmp
            "SM_CHANNELS": json.dumps(["test", "train_0", "train_1"])}
     job = run_mnist(tmp_path / "job", [], ranks=2, env=env, timeout=60)
     assert job.returncode == 2, job.explain()
+    # Fails fast: rank 0 (in Horovod's init by then) ends with rank 1, never waits for it; a generous bound.
     assert job.seconds < 30
     assert f"mnist: error: unrecognised data format in channel 'train_1' ({bad})" in job.stderr
 

@@ -86,7 +86,19 @@ def test_checkpoint_then_resume_restores_parameters_optimizer_and_state(session,
     assert stem.endswith("prog-epoch-0002-batch-000007")
     assert (state["epoch"], state["batch"], state["best"], state["world_size"]) == (2, 7, 0.5, 1)
     assert (other.weight.data() == net.weight.data()).asnumpy().all()
-    assert other_trainer._updaters[0].states.keys() == trainer._updaters[0].states.keys()
+    # The optimizer's momentum, value by value (not zero: one step was taken)...
+    saved, restored = trainer._updaters[0].states, other_trainer._updaters[0].states
+    assert restored.keys() == saved.keys()
+    for index, momentum in saved.items():
+        assert momentum.abs().sum().asscalar() > 0
+        assert (restored[index] == momentum).asnumpy().all(), index
+    # ...so the next step is the one the saved run would have taken.
+    for model, model_trainer in ((net, trainer), (other, other_trainer)):
+        with mx.autograd.record():
+            loss = model(mx.nd.ones((2, 4))).sum()
+        loss.backward()
+        model_trainer.step(2)
+    assert (other.weight.data() == net.weight.data()).asnumpy().all()
     assert sess.start_position(state) == (1, 7)
 
 

@@ -140,7 +140,7 @@ def test_v2_mxnet_estimator_with_the_parameter_server(run_sdk, image, train_chan
     assert all(sorted(r["argv"][0::2]) == ["--epochs", "--lr"] for r in records), records
     assert records[1]["param_sums"] == pytest.approx(records[0]["param_sums"], rel=1e-5), records
     assert records[0]["accuracy"] > 0.6, records[0]
-    assert run.seconds < 120, run.describe()
+    assert run.seconds < 120, run.describe()  # a generous bound: it ran in 15 s here
 
 
 def test_v3_model_trainer_with_mpi(run_sdk, image, train_channel, tmp_path):

@@ -71,7 +71,9 @@ def make(fakes: Path, *args: str, **env: str) -> tuple[subprocess.CompletedProce
     calls = fakes / "calls"
     calls.write_text("")
     environment = {
-        **{key: value for key, value in os.environ.items() if not key.startswith("AWS_")},
+        # Nor the Makefile's settings: `make unit IMAGE_REPO=...` puts IMAGE_REPO in this process's environment.
+        **{key: value for key, value in os.environ.items()
+           if not key.startswith("AWS_") and key not in ("IMAGE_REPO", "ECR_REPO", "FLAVORS", "DRY_RUN")},
         "PATH": f"{fakes / 'bin'}:{os.environ['PATH']}",
         "FAKE_CALLS": str(calls),
         "FAKE_REVISION": REVISION,

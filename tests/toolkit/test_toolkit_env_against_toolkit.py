@@ -10,8 +10,10 @@ in docs/compatibility.md, each patched into the toolkit's values below with its 
 
 import json
 import os
+import socket
 import subprocess
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -118,13 +120,48 @@ print(json.dumps({"env": env.to_env_vars(), "args": env.to_cmd_args()}))
 """
 
 
+@dataclass(frozen=True)
+class HostView:
+    """What this container offers a job, read by the test itself: the expected SM_NUM_CPUS and interface must
+    not come from facts.gather, which the launcher's values come from."""
+    cpus: int  # the CPUs this process may use: its affinity, capped by the cgroup's CPU quota
+    interfaces: frozenset  # the network interfaces, loopback excluded
+    default_route_interface: str | None
+
+
+def allowed_cpus() -> int:
+    """The CPUs in /proc/self/status's Cpus_allowed_list (e.g. "0-3,6"), capped by a cgroup v2 cpu.max or v1
+    cfs quota (whole CPUs, rounded up)."""
+    allowed = next(line.split(":", 1)[1] for line in Path("/proc/self/status").read_text().splitlines()
+                   if line.startswith("Cpus_allowed_list:"))
+    count = 0
+    for part in allowed.strip().split(","):
+        first, _, last = part.partition("-")
+        count += int(last or first) - int(first) + 1
+    quota = period = None
+    v2, v1 = Path("/sys/fs/cgroup/cpu.max"), Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+    if v2.is_file() and not v2.read_text().startswith("max"):
+        quota, period = map(int, v2.read_text().split())
+    elif v1.is_file() and int(v1.read_text()) > 0:
+        quota, period = int(v1.read_text()), int(Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read_text())
+    return min(count, -(-quota // period)) if quota else count
+
+
+def this_host() -> HostView:
+    names = frozenset(name for _, name in socket.if_nameindex() if name != "lo")
+    # /proc/net/route: the default route is destination 0.0.0.0 with mask 0.0.0.0; the lowest metric wins.
+    routes = [line.split() for line in Path("/proc/net/route").read_text().splitlines()[1:]]
+    defaults = sorted((int(r[6]), r[0]) for r in routes if len(r) > 7 and r[1] == r[7] == "00000000")
+    return HostView(allowed_cpus(), names, defaults[0][1] if defaults else None)
+
+
 def toolkit_view(env: dict) -> dict:
     done = subprocess.run([sys.executable, "-c", TOOLKIT_SCRIPT], env=env, capture_output=True, text=True,
                           timeout=120, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def expected_from_toolkit(toolkit: dict, facts) -> tuple[dict, list]:
+def expected_from_toolkit(toolkit: dict, host: HostView) -> tuple[dict, list]:
     """The toolkit's values with our documented differences (docs/compatibility.md) applied."""
     env, args = dict(toolkit["env"]), list(toolkit["args"])
     training_env = json.loads(env["SM_TRAINING_ENV"])
@@ -135,11 +172,11 @@ def expected_from_toolkit(toolkit: dict, facts) -> tuple[dict, list]:
         training_env[key] = value
 
     # The CPUs this container may use (affinity, cgroup quota); the toolkit counts the machine's.
-    set_both("SM_NUM_CPUS", "num_cpus", facts.cpu_count)
+    set_both("SM_NUM_CPUS", "num_cpus", host.cpus)
     # The interface the job uses: the config's if it exists, else the default route's.
     requested = resource.get("network_interface_name")
-    if requested not in facts.interfaces:
-        set_both("SM_NETWORK_INTERFACE_NAME", "network_interface_name", facts.default_route_interface)
+    if requested not in host.interfaces:
+        set_both("SM_NETWORK_INTERFACE_NAME", "network_interface_name", host.default_route_interface)
     # horovod_* and mpi_* are the launcher's knobs, not the program's hyperparameters.
     hps = {k: v for k, v in training_env["hyperparameters"].items() if not k.startswith(LAUNCHER_PREFIXES)}
     if hps != training_env["hyperparameters"]:
@@ -172,7 +209,7 @@ def test_rank_environment_matches_the_toolkit(tmp_path, name, host):
     facts = host_facts.gather(env)
     plan = make_plan(load_training_config(env), facts, env, python=sys.executable,
                      run_dir=env["SMMH_RUN_DIR"])
-    expected_env, expected_args = expected_from_toolkit(toolkit, facts)
+    expected_env, expected_args = expected_from_toolkit(toolkit, this_host())
     assert_same(rank_environment(plan, env), expected_env)
     assert list(plan.program.argv[2:]) == expected_args
     if "NCCL_DEBUG" in CONFIGS[name][2].get("sagemaker_mpi_custom_mpi_options", ""):
@@ -183,16 +220,22 @@ RUNNABLE = ["one-host-mpi@algo-1", "one-host-no-config-extras@algo-1", "two-host
             "two-hosts-mpi-off@algo-2"]
 
 
+def on_one_cpu() -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
 @pytest.mark.parametrize("view", RUNNABLE)
 def test_real_train_run_matches_the_toolkit(tmp_path, view):
-    """`train` for real: the script gets the toolkit's environment and arguments, in the code directory."""
+    """`train` for real: the script gets the toolkit's environment and arguments, in the code directory.
+    `train` runs pinned to one CPU (as `docker run --cpuset-cpus` would): SM_NUM_CPUS must say 1 where the
+    toolkit counts the machine's CPUs."""
     name, host = view.split("@")
     env = write_config(tmp_path, name, host)
     toolkit = toolkit_view(env)
-    done = subprocess.run(["train"], env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(["train"], env=env, capture_output=True, text=True, timeout=300, preexec_fn=on_one_cpu)
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((tmp_path / "output" / "data" / "rank-0.json").read_text())
-    expected_env, expected_args = expected_from_toolkit(toolkit, host_facts.gather(env))
+    expected_env, expected_args = expected_from_toolkit(toolkit, replace(this_host(), cpus=1))
     assert record["cwd"] == str(tmp_path / "code") and record["data"] == "next to the script"
     assert record["argv"] == expected_args
     assert_same(record["env"], expected_env)

@@ -114,15 +114,17 @@ def channel_env(train_dir, val_dir=None):
     return env
 
 
-# Input checks run before mxnet is imported; checks that need mxnet (GPU count, GluonCV's model store
-# hashes) pay its import (~3-6 s, more on a busy 2-core machine).
-FAST_SECONDS = 10
+# Checks that need mxnet (the GPU count, GluonCV's model store and its hashes, the datasets) pay its import
+# (~3-6 s, more on a busy 2-core machine); the tests of those failing fast allow this generous bound. Input
+# checks run before mxnet is imported: their tests run with mxnet unimportable (mxnet_blocked_env) instead.
 WITH_MXNET_SECONDS = 45
 
 
-def assert_usage_error(job, prog, *needles, seconds=FAST_SECONDS):
+def assert_usage_error(job, prog, *needles, seconds=None):
+    """Exit 2 with one `<prog>: error: ` line holding every needle; within `seconds` when given."""
     assert job.returncode == 2, job.explain()
-    assert job.seconds < seconds, f"took {job.seconds:.1f} s\n{job.explain()}"
+    if seconds is not None:
+        assert job.seconds < seconds, f"took {job.seconds:.1f} s\n{job.explain()}"
     errors = [line for line in job.stderr.splitlines() if line.startswith(f"{prog}: error: ")]
     assert len(errors) == 1, job.explain()
     for needle in needles:

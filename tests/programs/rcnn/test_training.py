@@ -160,14 +160,21 @@ def test_sigterm_to_both_ranks_stops_them_together(train_only, tmp_path, needs_h
     job.wait_for(r"^epoch=0 iter=1 ", timeout=600)
     ranks = h.rank_pids(job.proc.pid)
     assert sorted(ranks) == [0, 1]
+    seen = iter_lines(job.stdout)[-1][1]  # the last iteration rank 0 had finished when the signals went out
     for pid in ranks.values():
         os.kill(pid, signal.SIGTERM)
     job.wait(300)
-    assert job.returncode != 0, job.explain()
+    assert job.returncode == 143, job.explain()  # mpirun reports the ranks' status
     assert job.stdout.count("faster_rcnn: stopped by SIGTERM") == 1, job.explain()  # rank 0 logs
+    # A rank that stopped after another iteration than its peer would leave the peer failing, with an error
+    # line, in a collective it never joined.
     assert "faster_rcnn: error" not in job.stderr, job.explain()
     done = iter_lines(job.stdout)[-1][1]
-    assert (job.checkpoint_dir / f"faster_rcnn_resnet50_v1b_coco-epoch-0001-batch-{done:06d}.json").is_file()
+    # The vote agreed within two iterations of the signal, mid-epoch (5 iterations).
+    assert seen <= done <= seen + 2 and done < 5, (seen, done, job.explain())
+    stem = f"faster_rcnn_resnet50_v1b_coco-epoch-0001-batch-{done:06d}"
+    assert json.loads((job.checkpoint_dir / f"{stem}.json").read_text())["batch"] == done
+    assert not (job.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").exists()
 
 
 @pytest.mark.mpi
@@ -184,11 +191,11 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     args = [a if a != "0" or i == 0 or h.TINY_ARGS[i - 1] != "--num-workers" else "1"
             for i, a in enumerate(h.TINY_ARGS)]
     assert args[args.index("--num-workers") + 1] == "1"
+    # The run's deadline is the bound on "nothing hangs" (generous: rank 1 fails at its first batch).
     job = h.run("mask", tmp_path / "job", [*args, "--epochs", "1", "--max-iterations-per-epoch", "2"],
-                env=h.channel_env(data), ranks=2, timeout=300)
+                env=h.channel_env(data), ranks=2, timeout=240)
     assert job.returncode not in (0, None), job.explain()
     assert "mask_rcnn: error: unexpected" in job.stderr, job.explain()
-    assert job.seconds < 240
 
 
 def test_horovod_false_baseline_never_imports_horovod(train_only, tmp_path):

@@ -4,7 +4,6 @@ fails naming them, within the peer timeout. The master with real workers and mpi
 (tests/integration, tests/faults)."""
 
 import dataclasses
-import signal
 import socket
 import sys
 import time
@@ -13,14 +12,7 @@ import pytest
 from plan_cases import config, plan
 from sagemaker_mxnet_horovod.act.master_run import MasterRun
 
-
-@pytest.fixture(autouse=True)
-def signal_handlers():
-    """The run forwards SIGTERM/SIGINT to its job: give the test process its own handlers back afterwards."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
+pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
 
 
 def single(tmp_path, code: str):

@@ -98,7 +98,7 @@ def test_an_abort_ends_the_job_and_kills_it_after_the_grace_when_sigterm_is_igno
     job.abort("a later reason")  # the first cause is the one reported
     result = job.wait()
     assert (result.returncode, result.killed_after_grace, result.abort_reason) == (-9, True, "worker algo-2 is gone")
-    assert time.monotonic() - aborted < 10
+    assert time.monotonic() - aborted < 10  # killed after the 0.5 s grace, not the sleeper's 60 s: a generous bound
 
 
 def test_abort_later_ends_a_job_still_running_and_spares_one_that_finished():

@@ -3,7 +3,6 @@ the peer timeout ends the worker, naming the master and the port, with exit 1. T
 master's mpirun and every outcome runs across real containers (tests/integration, tests/faults)."""
 
 import dataclasses
-import signal
 import socket
 import time
 
@@ -12,14 +11,7 @@ from plan_cases import config, plan
 from sagemaker_mxnet_horovod.act.worker_run import run_worker
 from sagemaker_mxnet_horovod.parse.paths import Paths
 
-
-@pytest.fixture(autouse=True)
-def signal_handlers():
-    """The worker handles SIGTERM/SIGINT itself: give the test process its own handlers back afterwards."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
+pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
 
 
 def closed_port() -> int:

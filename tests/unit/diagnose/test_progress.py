@@ -51,11 +51,23 @@ def blocked_frame(tmp_path, relative, function):
     event = threading.Event()
     thread = threading.Thread(target=namespace[function], args=(event,), daemon=True)
     thread.start()
-    time.sleep(0.1)
-    frame = sys._current_frames()[thread.ident]
-    while frame.f_code.co_filename != str(path):  # event.wait -> threading.py's frames inside
-        frame = frame.f_back
+    deadline = time.monotonic() + 10
+    while (frame := function_frame(thread, str(path))) is None:  # until the thread is in `function`'s wait
+        assert time.monotonic() < deadline, f"the thread did not block in {function} within 10 s"
+        time.sleep(0.005)  # a thread's frames change without a notification
     return frame, event
+
+
+def function_frame(thread, filename):
+    """The frame of the function defined in `filename` when the thread blocks below it, in a wait (threading.py's
+    frames inside event.wait); else None."""
+    inner = sys._current_frames().get(thread.ident)
+    if inner is None or inner.f_code.co_name != "wait":
+        return None
+    frame = inner
+    while frame is not None and frame.f_code.co_filename != filename:
+        frame = frame.f_back
+    return frame
 
 
 def test_engine_waits_are_recognised_by_where_the_thread_blocks(tmp_path):
@@ -99,7 +111,7 @@ def test_a_hung_python_rank_ends_itself_with_the_cause(tmp_path):
         threading.Event().wait()
     """)
     assert done.returncode == EXIT_CODE
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 20  # fails fast (a 1 s progress timeout): a generous bound
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("train: no progress: rank 1 on algo-2 wrote no output, started no collective and "
                            "did not compute for 1 s")

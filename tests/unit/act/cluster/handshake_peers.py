@@ -68,12 +68,14 @@ def connect_worker(port: int, deadline_s: float = 10, source: str = "127.0.0.1")
             time.sleep(0.02)  # the master's listen() has no notification to await
 
 
-def checked_in_worker(master: Master, silent_clients: int = 0) -> ProtocolWorker:
+def checked_in_worker(master: Master, silent_clients: int = 0, first=None) -> ProtocolWorker:
     """The master's one worker, through the whole handshake (gather() has returned); first, silent_clients
-    connections that close without a word."""
+    connections that close without a word, and first(port) when given (another client's doing)."""
     thread, outcome = gathering(master)
     for _ in range(silent_clients):
         connect_worker(master.port).close()
+    if first:
+        first(master.port)
     worker = connect_worker(master.port)
     worker.send(type="hello", host="localhost", version=__version__)
     worker.receive()

@@ -108,6 +108,7 @@ def test_names_the_workers_without_a_daemon_at_the_deadline():
     master.launched.add("algo-3")
     started = time.monotonic()
     assert master.wait_launched(started + 0.2) == ["algo-2"]
+    # Not before the deadline; at it, within a generous bound (a wait that ignored the deadline never returns).
     assert 0.2 <= time.monotonic() - started < 2
 
 
@@ -122,7 +123,7 @@ def test_returns_as_soon_as_every_worker_reports():
     threading.Timer(0.1, report).start()
     started = time.monotonic()
     assert master.wait_launched(started + 30) == []
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5  # at the report, not the 30 s deadline: a generous bound
 
 
 def test_a_finished_job_stops_the_wait():
@@ -136,7 +137,7 @@ def test_a_finished_job_stops_the_wait():
     threading.Timer(0.1, finish).start()
     started = time.monotonic()
     assert master.wait_launched(started + 30) == []
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5  # at the job's end, not the 30 s deadline: a generous bound
 
 
 def test_the_master_announces_itself_to_each_worker_once_it_listens(tmp_path):

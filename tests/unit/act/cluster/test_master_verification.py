@@ -68,25 +68,16 @@ def test_noise_is_rejected_with_nothing_about_the_job_and_the_real_worker_still_
     worker.close()
 
 
+def garbage(port: int) -> None:
+    client = connect_worker(port, source=STRANGER)
+    client.sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
+    assert client.lines.readline() == ""  # closed without an answer
+    client.close()
+
+
 def test_garbage_or_silence_before_a_hello_is_no_claim_and_fails_nothing(master, logged):
-    thread, outcome = gathering(master)
-    garbage = connect_worker(master.port, source=STRANGER)
-    garbage.sock.sendall(b"GET / HTTP/1.1\r\n\r\n")
-    assert garbage.lines.readline() == ""  # closed without an answer
-    garbage.close()
-    worker = checked_in_worker_in(master, thread, outcome)
+    checked_in_worker(master, silent_clients=1, first=garbage).close()
     assert logged == [] and master.errors == []
-    worker.close()
-
-
-def checked_in_worker_in(master, thread, outcome):
-    worker = connect_worker(master.port)
-    worker.send(type="hello", host="localhost", version=__version__)
-    worker.receive()
-    worker.send(type="ready", host_key="ssh-ed25519 AAAAhostkey")
-    thread.join(10)
-    assert list(outcome["links"]) == ["localhost"]
-    return worker
 
 
 def test_a_verified_workers_other_version_fails_the_job_naming_it(master):
@@ -127,12 +118,18 @@ def check_in(master, host):
     return worker
 
 
+def linked(master, host):
+    """host's check-in, once the master has linked it (gather() still waits for the other worker)."""
+    worker = check_in(master, host)
+    with master.cond:
+        assert master.cond.wait_for(lambda: host in master.links, 10)
+    return worker
+
+
 def test_a_worker_whose_link_died_checks_in_again_and_replaces_it(tmp_path, logged):
     master = two_workers_on_loopback(tmp_path, logged)
     thread, outcome = gathering(master)
-    first = check_in(master, "algo-2")
-    with master.cond:
-        assert master.cond.wait_for(lambda: "algo-2" in master.links, 10)
+    first = linked(master, "algo-2")
     first.close()  # its link dies before the job starts (the worker's launcher restarted, say)
     again = check_in(master, "algo-2")
     algo3 = check_in(master, "algo-3")
@@ -147,9 +144,7 @@ def test_a_worker_whose_link_died_checks_in_again_and_replaces_it(tmp_path, logg
 def test_a_second_check_in_while_the_first_link_lives_fails_the_job_as_that_workers_error(tmp_path, logged):
     master = two_workers_on_loopback(tmp_path, logged)
     thread, outcome = gathering(master)
-    first = check_in(master, "algo-2")
-    with master.cond:
-        assert master.cond.wait_for(lambda: "algo-2" in master.links, 10)
+    first = linked(master, "algo-2")
     second = connect_worker(master.port)
     second.send(type="hello", host="algo-2", version=__version__)
     assert second.receive()["type"] == "reject"
