@@ -7,7 +7,6 @@ own roles, across real containers: tests/integration, tests/faults."""
 import dataclasses
 import json
 import os
-import signal
 import socket
 import sys
 import threading
@@ -22,15 +21,7 @@ from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
 
 SERVE = "import time\nwhile True: time.sleep(1)"  # a server or scheduler: runs until it is ended
 PS = {"sagemaker_parameter_server_enabled": "true"}
-
-
-@pytest.fixture(autouse=True)
-def signal_handlers():
-    """The run turns SIGTERM/SIGINT into its own events: give the test process its own handlers back afterwards."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    yield
-    for signum, handler in saved.items():
-        signal.signal(signum, handler)
+pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run turns SIGTERM/SIGINT into its events
 
 
 def free_port() -> int:
