@@ -3,6 +3,7 @@ its own scheduler, servers and workers, no mpirun and no ssh; a user's dist_sync
 the built-in MNIST with kvstore=dist_sync. Failures of each role: tests/faults (scenarios.py)."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -78,3 +79,22 @@ def test_builtin_mnist_with_kvstore_dist_sync(image, tmp_path, mnist_data):
     # Two short epochs (94 steps per worker) on synthetic digits; chance is 0.1. That it is the same training as
     # Horovod's: tests/programs/test_mnist_kvstore.py.
     assert metrics["val_accuracy"] > 0.5, metrics
+
+
+def test_builtin_faster_rcnn_with_kvstore_dist_sync(image, tmp_path):
+    # The smallest settings that still run the whole model and its validation (tests/integration/test_rcnn_cluster.py):
+    # the validation's results are gathered over the servers (kvstore_workers.allgather_object).
+    coco = tmp_path / "coco"
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco"],
+                   check=True, capture_output=True)
+    hps = {"sagemaker_program": "faster_rcnn", "kvstore": "dist_sync", "pretrained-base": "false", "short": "256",
+           "max-size": "320", "num-workers": "0", "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1",
+           "epochs": "1", "max-iterations-per-epoch": "2"}
+    result = run_job(JobSpec(image=image, hosts=2, hyperparameters=hps, channels=[Channel("train", coco)],
+                             timeout_s=900), tmp_path / "job")
+    assert result.exit_codes == [0, 0], result.describe()
+    logs = result.master.logs
+    assert "train: started scheduler, server 0, worker 0" in logs
+    assert re.search(r"faster_rcnn: model=\S+ world_size=2 ", logs) and "val_bbox_map=" in logs, logs[-3000:]
+    info = json.loads((result.master.root / "model" / "model.json").read_text())
+    assert info["world_size"] == 2 and info["history"][-1]["val_images"] > 0, info
