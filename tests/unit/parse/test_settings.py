@@ -76,12 +76,6 @@ def test_parameter_server_and_mpi_both_enabled_is_refused_naming_both(mpi):
     parse_launcher_settings({"sagemaker_parameter_server_enabled": "true", "sagemaker_mpi_enabled": "false"}, {})
 
 
-def test_a_parameter_server_knob_without_the_parameter_server_is_refused():
-    with pytest.raises(ConfigError, match="sagemaker_parameter_server_num_servers is set but "
-                                          "sagemaker_parameter_server_enabled is not true"):
-        parse_launcher_settings({"sagemaker_parameter_server_num_servers": "2"}, {})
-
-
 @pytest.mark.parametrize("hps,message", [
     ({"sagemaker_parameter_server_enabled": "yes"}, "sagemaker_parameter_server_enabled='yes' is not a boolean"),
     ({"sagemaker_parameter_server_num_servers": "0"}, "sagemaker_parameter_server_num_servers='0' must be >= 1"),

@@ -496,6 +496,10 @@ def test_a_builtin_programs_dist_kvstore_is_a_parameter_server_job():
     p = plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "dist_sync"}))
     assert p.backend == "parameter_server" and "--kvstore" in p.processes[-1].argv
     assert "kvstore=dist_sync: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true" in p.notes
+    servers = plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "dist_sync",
+                                                           "sagemaker_parameter_server_num_servers": "4"}))
+    assert servers.env["DMLC_NUM_SERVER"] == "4" and [p.name for p in servers.processes][:3] == [
+        "scheduler", "server 0", "server 2"]
     single = plan(config(hps={"kvstore": "local"}))
     assert single.backend == "single" and "kvstore=local: one process over all devices" in " ".join(single.notes)
     with pytest.raises(PlanError, match="kvstore=device runs one process on one host; this job has 2 hosts "

@@ -269,3 +269,14 @@ def test_no_interface_for_a_multi_host_parameter_server_job_is_an_error():
     with pytest.raises(PlanError, match="^no network interface found for a multi-host job"):
         plan_layout(config(("algo-1", "algo-2"), interface=None, sagemaker_parameter_server_enabled="true"),
                     HostFacts(cpu_count=2))
+
+
+def test_a_parameter_server_knob_without_the_parameter_server_is_refused():
+    with pytest.raises(PlanError, match="^sagemaker_parameter_server_num_servers is set but the job has no parameter "
+                                        "server"):
+        plan_layout(config(("algo-1", "algo-2"), sagemaker_parameter_server_num_servers="2"), CPU2)
+    # A built-in program's kvstore=dist_sync is a parameter server: its servers may be counted.
+    rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync",)}))
+    layout = plan_layout(ruled(config(("algo-1", "algo-2"), kvstore="dist_sync",
+                                      sagemaker_parameter_server_num_servers="4"), rules), CPU2)
+    assert layout.backend == "parameter_server"

@@ -179,12 +179,11 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
 
 
 def check_one_distribution(values: Mapping[str, Any]) -> None:
-    """MXNet's parameter servers and Horovod over MPI are two ways to run one job: asking for both is a mistake,
-    and so is a parameter-server knob without the parameter server (it would silently do nothing)."""
+    """MXNet's parameter servers and Horovod over MPI are two ways to run one job: asking for both is a mistake.
+    (A parameter-server knob without the parameter server is the layout's to refuse: a built-in program's
+    kvstore=dist_sync switches it on too.)"""
     if values.get("parameter_server_enabled") and values.get("mpi_enabled"):
         raise ConfigError("hyperparameters sagemaker_parameter_server_enabled=true and sagemaker_mpi_enabled=true: "
                           "choose one distribution, MXNet's parameter servers (a kvstore 'dist_sync' script) or "
                           "Horovod over MPI")
-    if values.get("parameter_server_num_servers") and not values.get("parameter_server_enabled"):
-        raise ConfigError("hyperparameter sagemaker_parameter_server_num_servers is set but "
-                          "sagemaker_parameter_server_enabled is not true: servers run only with the parameter server")
+

@@ -142,6 +142,11 @@ def parameter_server_or_not(config: TrainingConfig) -> tuple[bool, list[str]]:
     """sagemaker_parameter_server_enabled, or the program's own argument (PARAMETER_SERVER_WHEN in its launch
     modules: a built-in program's kvstore=dist_sync); a contradiction between them, or with MPI, is refused."""
     enabled, request = config.settings.parameter_server_enabled, config.parameter_server
+    asked = enabled or (request is not None and request.asks)
+    if config.settings.parameter_server_num_servers and not asked:
+        raise PlanError("sagemaker_parameter_server_num_servers is set but the job has no parameter server "
+                        "(sagemaker_parameter_server_enabled=true, or a built-in program's kvstore=dist_sync): it "
+                        "would do nothing")
     if request is None:
         return enabled, []
     if enabled and not request.asks:
