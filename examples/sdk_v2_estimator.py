@@ -102,6 +102,11 @@ def make_estimator(args):
         tensorboard_output_config=TensorBoardOutputConfig(  # local mode ignores it: see output.tar.gz
             s3_output_path=f"{output}/tensorboard", container_local_output_path=TENSORBOARD_DIR),
         max_run=args.max_run,
+        # SDK v2 gives every job a Debugger hook and a Profiler configuration; both are for smdebug, which this
+        # image does not have (the start log says so): leave them out. SageMaker's system monitoring, outside
+        # the container, goes with the profiler; set disable_profiler=False to keep it.
+        debugger_hook_config=False,
+        disable_profiler=True,
         sagemaker_session=session,
     )
 

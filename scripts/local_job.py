@@ -131,6 +131,10 @@ class JobSpec:
     volumes: dict = field(default_factory=dict)  # host -> [(docker volume name, container path)]
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
     cpus: dict = field(default_factory=dict)  # host -> docker --cpus (a share of its cpuset, e.g. "0.5")
+    memory: dict = field(default_factory=dict)  # host -> docker --memory, the same --memory-swap (no swap): "768m"
+    # /dev/shm of every host: Docker's default (64 MiB) is too small for DataLoader workers and NCCL; SageMaker's
+    # hosts have many GiB. None: Docker's default.
+    shm_size: str | None = "1g"
     config_files: dict = field(default_factory=dict)  # file name -> text replacing what prepare_host writes
     during: object = None  # callable(RunningJob), run in a thread once the containers started (fault injection)
     timed_logs: bool = False  # also keep every log line with docker's timestamp (HostResult.timed_log)
@@ -431,6 +435,10 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["--cpuset-cpus", spec.cpusets[host]]
     if host in spec.cpus:
         args += ["--cpus", spec.cpus[host]]
+    if host in spec.memory:
+        args += ["--memory", spec.memory[host], "--memory-swap", spec.memory[host]]
+    if spec.shm_size:
+        args += ["--shm-size", spec.shm_size]
     for volume, target in spec.volumes.get(host, ()):
         args += ["-v", f"{volume}:{target}"]
     for key, value in spec.env.items():
@@ -557,6 +565,7 @@ def main(argv=None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--pipe-epochs", type=int, default=1)
+    parser.add_argument("--shm-size", default="1g", help="each container's /dev/shm (docker --shm-size)")
     parser.add_argument("--instance-group", action="append", default=[], metavar="NAME=HOST,HOST",
                         help="a heterogeneous cluster's instance group (repeat; default: one homogeneousCluster)")
     args = parser.parse_args(argv)
@@ -575,7 +584,7 @@ def main(argv=None) -> int:
     spec = JobSpec(image=args.image, hosts=args.hosts,
                    hyperparameters=dict(item.split("=", 1) for item in args.hp),
                    channels=channels, env=dict(item.split("=", 1) for item in args.env),
-                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs,
+                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs, shm_size=args.shm_size,
                    instance_groups={name: hosts.split(",") for name, _, hosts in
                                     (item.partition("=") for item in args.instance_group)})
     if args.workdir.exists():

@@ -141,6 +141,26 @@ def native_crash(handler: str):
                                timeout_s=JOB_TIMEOUT_S)
 
 
+def rank_out_of_memory(ctx: Context) -> JobSpec:
+    # Rank 1 grows past algo-2's container limit (docker --memory, no swap): the kernel's OOM killer ends it.
+    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "oom", "extra-steps": "600"},
+                         memory={"algo-2": "768m"})
+
+
+def rank_fills_dev_shm(ctx: Context) -> JobSpec:
+    # Docker's /dev/shm shrunk to 16 MiB: the launcher warns at the start (2 data-loader workers per rank need more),
+    # then rank 1 writes a 64 MiB batch there and dies of SIGBUS.
+    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "shm", "extra-steps": "600", "num_workers": "2"},
+                         shm_size="16m")
+
+
+def start_warning_said(text: str):
+    def check(ctx: Context, result) -> list:
+        return [] if all(text in host.logs for host in result.hosts) else [f"a host's log lacks {text!r}"]
+
+    return check
+
+
 def kill_when_training(host: str, signal_name: str = "KILL"):
     """An injector: once rank 0 has done its first allreduce (training is under way), signal `host`."""
 
@@ -168,6 +188,24 @@ def sigterm_during_mnist(hosts: tuple):
         return mnist_job(ctx, hps={"epochs": "50", "log-interval": "5"}, during=inject)
 
     return build
+
+
+def stacks_written(*expected: tuple):
+    """A check: the hang watch that ended the job wrote every rank's stacks. expected: (host whose output holds the
+    dump, the rank's file, a text its stacks must contain)."""
+
+    def check(ctx: Context, result) -> list:
+        problems = []
+        roots = {host.name: host.root for host in result.hosts}
+        for host, name, text in expected:
+            files = sorted((roots[host] / "output" / "data" / "stacks").glob(f"*/{name}"))
+            if not files:
+                problems.append(f"no stacks/*/{name} in {host}'s output/data")
+            elif not any(text in path.read_text() for path in files):
+                problems.append(f"{host}'s stacks/*/{name} lack {text!r}: {files[-1].read_text()[-600:]!r}")
+        return problems
+
+    return check
 
 
 def checkpoint_saved_on_stop(ctx: Context, result) -> list:
@@ -478,9 +516,22 @@ SCENARIOS = [
              max_seconds=60,
              failure=r"^rank 1 on algo-2 crashed with SIGSEGV \(segmentation fault\) and the job had not ended 30 s "
                      r"later"),
-    Scenario("rank SIGKILLed (OOM-style)", "both fail; failure names rank 1 and SIGKILL",
+    Scenario("rank SIGKILLed, not out of memory", "both fail; failure names rank 1 and SIGKILL, no out of memory",
              rank_fault("sigkill"), exits=(NONZERO, NONZERO), fault="rank",
              failure=r"^rank 1 on algo-2 .*(SIGKILL|signal 9)"),
+    Scenario("rank out of memory", "both fail; failure says algo-2 ran out of memory, its limit and peak",
+             rank_out_of_memory, exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^algo-2 ran out of memory: the kernel's OOM killer killed rank 1 \(SIGKILL\); container limit "
+                     r"768 MiB, peak usage [\d.]+ MiB of 768 MiB",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: algo-2 ran out of memory"),
+    Scenario("rank dies of a full /dev/shm", "both fail; failure names /dev/shm, its size, the need and the fixes; "
+             "the start log warned", rank_fills_dev_shm, exits=(NONZERO, NONZERO), fault="rank",
+             failure=r"^/dev/shm too small: rank 1 on algo-2 died of Bus error: SIGBUS on a page of a full /dev/shm "
+                     r"\(.*\); /dev/shm there is 16 MiB, smaller than the about 128 MiB .* Fix: a larger /dev/shm: "
+                     r"docker run --shm-size=1g",
+             worker_failure=r"^worker algo-2: the job failed on algo-1: /dev/shm too small: rank 1 on algo-2",
+             check=start_warning_said("WARNING: /dev/shm is 16 MiB, less than the about 128 MiB (1 rank x 2 "
+                                      "data-loader workers (num_workers) x 64 MiB) this job needs")),
     Scenario("SIGTERM to the master", "job stops, checkpoint saved, both exit 143",
              sigterm_during_mnist(("algo-1",)), exits=(143, 143), fault="injected", max_seconds=120,
              failure=r"^stopped by SIGTERM", check=checkpoint_saved_on_stop),
@@ -542,19 +593,27 @@ SCENARIOS = [
              pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45,
              failure=r"^Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce\.step0, "
                      r"which the other ranks waited on .*Pipe mode.*own channel",
-             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2"),
+             worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2",
+             check=stacks_written(("algo-1", "algo-2-rank-3.txt", "in read_pipe_channel"),
+                                  ("algo-1", "algo-1-rank-1.txt", "in read_pipe_channel"))),
     Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
              "where it blocked and its last line",
              rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
              failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
-                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'"),
+                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'",
+             check=stacks_written(("algo-1", "algo-2-rank-1.txt", "os.read(never_written, 1)"),
+                                  ("algo-1", "algo-1-rank-0.txt", "Thread MainThread"),
+                                  ("algo-2", "algo-2-rank-1.txt", "os.read(never_written, 1)"))),
     Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
              "with a 6 s progress and 40 s stall timeout",
              solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
     Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
              partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
              failure=r"^worker algo-2 became unreachable during the job",
-             worker_failure=r"^worker algo-2: lost contact with the master algo-1"),
+             worker_failure=r"^worker algo-2: lost contact with the master algo-1",
+             # Each side writes its own ranks' stacks: the other is out of reach.
+             check=stacks_written(("algo-1", "algo-1-rank-0.txt", "Thread MainThread"),
+                                  ("algo-2", "algo-2-rank-1.txt", "Thread MainThread"))),
     stranger_scenario("a stranger checks in as a host of no job", Stranger("algo-7")),
     stranger_scenario("a stranger checks in as algo-2 before algo-2 does", Stranger("algo-2", ready=True)),
     stranger_scenario("a stranger checks in with another launcher version", Stranger("algo-2", version="0.0.1")),

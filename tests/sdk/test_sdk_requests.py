@@ -63,6 +63,9 @@ def test_v2_training_job_request(tmp_path):
                                                     "LocalPath": "/opt/ml/output/tensorboard"}
     assert [d["Name"] for d in request["metric_definitions"]] == \
         ["train:loss", "train:accuracy", "validation:accuracy", "train:samples_per_sec"]
+    # No Debugger hook (SDK v2's default adds one to every job, for smdebug, which the image lacks) or profiler.
+    assert "debugger_hook_config" not in request
+    assert request["profiler_config"] == {"DisableProfiler": True}
 
 
 def test_v3_pipe_channels(tmp_path):

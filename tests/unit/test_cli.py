@@ -149,3 +149,29 @@ def test_output_written_outside_output_data_is_copied_there_at_the_end(tmp_path)
     assert code == 0, stderr
     assert (base / "output" / "data" / "autotune.csv").read_text() == "fusion,cycle"
     assert f"HOROVOD_AUTOTUNE_LOG={log} is outside {base / 'output' / 'data'}" in stderr
+
+
+def test_train_stacks_prints_every_ranks_stack_of_the_running_job_which_goes_on(tmp_path):
+    # `docker exec CONTAINER train stacks`: a second train process in the container asks the running one.
+    base = job(tmp_path, """\
+        import sys
+        def wait_for_release(fifo):
+            print("waiting", flush=True)
+            open(fifo).close()
+        wait_for_release(sys.argv[sys.argv.index("--release") + 1])
+    """, {"release": str(tmp_path / "release")})
+    os.mkfifo(tmp_path / "release")
+    running = start_train(base)
+    try:
+        assert wait_for_line(running.stdout, "waiting", 60), "the job did not start within 60 s"
+        code, stdout, stderr = train(base, "stacks")
+        assert code == 0, stderr
+        assert "===== algo-1-rank-0.txt\nrank 0 on algo-1" in stdout and "in wait_for_release" in stdout
+        (tmp_path / "release").write_text("")
+        _, job_stderr = running.communicate(timeout=60)
+    finally:
+        running.kill()
+    assert running.returncode == 0 and (base / "output" / "success").exists()  # not stopped
+    assert "train: stacks of rank 0 on algo-1 (SIGUSR1):" in job_stderr  # the job's log has them
+    code, _, stderr = train(base, "stacks")
+    assert code == 1 and "no train launcher is running in this container" in stderr

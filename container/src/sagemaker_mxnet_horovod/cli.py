@@ -1,4 +1,5 @@
-"""`train`: the command SageMaker runs in every container of a training job.
+"""`train`: the command SageMaker runs in every container of a training job. `train stacks` (docker exec) writes
+every rank's Python stack on every host to the log and output/data/stacks/ without stopping the job.
 
 parse (parse/: the config files, this host) -> plan (plan/: argv and environment as data) -> act (act/: prepare
 this host, then the master's, a single host's or a worker's run) -> the outcome files. Every failure path,
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
+from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.outcome_files import (
     Outcome,
     clear_previous_outcome,
@@ -34,7 +36,10 @@ from sagemaker_mxnet_horovod.plan.job_plan import DEFAULT_RUN_DIR, Plan, describ
 
 
 def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
+    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
+    # let a rank's line in between.
+    sys.stderr.write(f"train: {message}\n")
+    sys.stderr.flush()
 
 
 def _raise_stop(signum, _frame):
@@ -116,14 +121,20 @@ def main(argv=None) -> int:
     parser.add_argument("--version", action="version", version=f"sagemaker-mxnet-horovod {__version__}")
     parser.add_argument("--sdk-v3-driver", metavar="DIR", type=Path,
                         help="run the SDK v3 MPI job described in DIR (its sm_drivers channel): see docs/sdk-v3.md")
+    parser.add_argument("command", nargs="?", choices=["stacks"],
+                        help="stacks: ask this container's running train for every rank's Python stack on every host "
+                             "(written to its log and output/data/stacks/), print this host's, and exit")
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
     paths = Paths(Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml")))
+    if args.command == "stacks":
+        return stacks.request_and_show(env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR), paths.output_data_dir / "stacks")
     if not args.dry_run:
         # Whatever is there at the end must be this job's: its user's program's failure text, our verdict.
         for removed in clear_previous_outcome(paths.output_dir):
             log(f"removed {removed}, left by an earlier run in this directory")
+        stacks.serve_requests(env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR), None, log)  # until the job runs
     signal.signal(signal.SIGTERM, _raise_stop)
     step, running = Step(), None
     try:

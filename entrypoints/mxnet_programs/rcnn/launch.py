@@ -27,3 +27,6 @@ def environment(program, gpu_count):
 # `horovod=false` is the non-Horovod baseline: one process per host over all of its devices with MXNet's
 # kvstore, so no MPI and one host only.
 SINGLE_PROCESS_WHEN_FALSE = {"horovod": "one process over all devices with MXNet's kvstore"}
+
+# --num-workers (cli.py): DataLoader worker processes per rank, which pass their batches through /dev/shm.
+LOADER_WORKERS = ("num-workers", 4)

@@ -39,6 +39,14 @@ def read_pipe_channel(channel):
     return size
 
 
+def wait_for_release(fifo):
+    """Block opening a FIFO until the test opens it for writing (the stacks tests look for this frame)."""
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    print(f"rank {hvd.rank()}: waiting for release", flush=True)
+    open(fifo).close()
+
+
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
@@ -65,6 +73,21 @@ if fail_rank is not None and int(fail_rank) == rank:
         sys.exit(0)
     if mode == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "shm":
+        # Writes a batch into /dev/shm through a shared mapping, as a DataLoader worker or NCCL's shared-memory
+        # transport does: past the filesystem's size, touching a page raises SIGBUS ("Bus error").
+        import mmap
+
+        size = 64 << 20
+        fd = os.open(f"/dev/shm/batch-{rank}", os.O_RDWR | os.O_CREAT)
+        os.ftruncate(fd, size)
+        mmap.mmap(fd, size).write(b"x" * size)
+    if mode == "oom":
+        # Grows until the container's memory limit: the kernel's OOM killer ends it (SIGKILL). Filled, not zeroed:
+        # calloc'd pages would not count until touched.
+        hoard = []
+        while True:
+            hoard.append(b"x" * (32 << 20))
     if mode == "solo":
         # Healthy work on one rank alone (validation, a checkpoint to a slow disk) while the others wait in
         # their next collective: it prints as it goes, then rejoins them.
@@ -76,6 +99,9 @@ if fail_rank is not None and int(fail_rank) == rank:
         print(f"rank {rank}: reading the next batch", flush=True)
         never_written, _ = os.pipe()
         os.read(never_written, 1)
+release_fifo = option("release-fifo")
+if release_fifo:
+    wait_for_release(release_fifo)
 pipe_channel = option("read-pipe-channel")
 if pipe_channel:
     read_pipe_channel(pipe_channel)

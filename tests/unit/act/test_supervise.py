@@ -16,6 +16,7 @@ import time
 
 import unit_paths
 from live_output import wait_for_line
+from sagemaker_mxnet_horovod.act.rank_output import RankLogs
 from sagemaker_mxnet_horovod.act.supervise import TAIL_LINES, Job
 
 SRC = unit_paths.SRC
@@ -82,6 +83,43 @@ def test_mpiruns_tags_name_the_rank_of_each_stderr_line():
     assert result.untagged_tail == ["mpirun detected that one or more processes exited with non-zero status"]
 
 
+# As mpirun --tag-output writes it: rank 1's line in two pieces, rank 0's piece between them on one line.
+INTERLEAVED = r"""
+import sys
+sys.stdout.write("[1,1]<stdout>:epoch=1 [1,0]<stdout>:rank 0 says hello\n")
+sys.stdout.flush()
+sys.stderr.write("[1,1]<stderr>:Traceback (most recent[1,1]<stderr>: call last):\n[1,0]<stderr>:a warning\n")
+sys.stderr.write("mpirun: its own message\n")
+sys.stdout.write("[1,1]<stdout>:loss=0.5\n[1,0]<stdout>:no newline at the end")
+"""
+
+
+def test_each_ranks_whole_lines_go_to_its_log_and_the_chosen_ranks_to_the_console(tmp_path, capfd):
+    seen = []
+    job = python_job(INTERLEAVED, tagged=True, stderr_observers=(lambda rank, text: seen.append((rank, text)),),
+                     rank_logs=RankLogs(tmp_path, ("algo-1", "algo-2")), console_ranks=frozenset({1}))
+    job.start()
+    result = job.wait()
+    # stdout and stderr are two pipes read by two threads: their order in the log is the order they arrived.
+    assert sorted((tmp_path / "algo-2-rank-1.log").read_text().splitlines()) == [
+        "Traceback (most recent call last):", "epoch=1 loss=0.5"]
+    assert sorted((tmp_path / "algo-1-rank-0.log").read_text().splitlines()) == [
+        "a warning", "no newline at the end", "rank 0 says hello"]
+    assert seen == [(1, "Traceback (most recent call last):"), (0, "a warning")]
+    assert result.rank_stderr == {1: ["Traceback (most recent call last):"], 0: ["a warning"]}
+    out, err = capfd.readouterr()
+    assert out == "[1,1]<stdout>:epoch=1 loss=0.5\n"  # rank 0 is not shown
+    assert err == "[1,1]<stderr>:Traceback (most recent call last):\nmpirun: its own message\n"
+
+
+def test_every_rank_reaches_the_console_untouched_by_default(capfd):
+    job = python_job(INTERLEAVED, tagged=True)
+    job.start()
+    job.wait()
+    out, _ = capfd.readouterr()
+    assert out.startswith("[1,1]<stdout>:epoch=1 [1,0]<stdout>:rank 0 says hello\n")  # as mpirun wrote it
+
+
 def test_a_stop_reaches_the_program_which_may_checkpoint_and_exit():
     job = started_sleeper("signal.signal(signal.SIGTERM, lambda *_: (print('saving a checkpoint', file=sys.stderr), "
                           "sys.exit(0)))", stop_grace_s=30)
@@ -92,13 +130,16 @@ def test_a_stop_reaches_the_program_which_may_checkpoint_and_exit():
 
 
 def test_an_abort_ends_the_job_and_kills_it_after_the_grace_when_sigterm_is_ignored():
-    job = started_sleeper("signal.signal(signal.SIGTERM, signal.SIG_IGN)")
+    before = []  # what runs before the first abort ends the job (the launcher takes every rank's stacks)
+    job = started_sleeper("signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+                          before_abort=lambda reason: before.append((reason, job.process.poll())))
     aborted = time.monotonic()
     job.abort("worker algo-2 is gone", grace_s=0.5)
     job.abort("a later reason")  # the first cause is the one reported
     result = job.wait()
     assert (result.returncode, result.killed_after_grace, result.abort_reason) == (-9, True, "worker algo-2 is gone")
     assert time.monotonic() - aborted < 10  # killed after the 0.5 s grace, not the sleeper's 60 s: a generous bound
+    assert before == [("worker algo-2 is gone", None)]  # once, while the job still ran
 
 
 def test_abort_later_ends_a_job_still_running_and_spares_one_that_finished():

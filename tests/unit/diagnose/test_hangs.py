@@ -51,6 +51,17 @@ def test_warnings_alone_are_no_cause():
     assert stall_cause(stall_log(HOROVOD_STALL_STDERR[:4]), RANK_HOSTS, []) is None
 
 
+def test_the_first_complete_report_is_announced_once():
+    # The launcher takes every rank's stacks then: Horovod's shutdown, later, ends ranks at once.
+    reports = []
+    log = StallLog(on_first_report=lambda: reports.append(len(lines_seen)))
+    lines_seen = []
+    for line in HOROVOD_STALL_STDERR:
+        lines_seen.append(line)
+        log.observe(0, line)
+    assert reports == [5]  # at the line after the first block's last rank: the warning, before the shutdown
+
+
 def test_pipe_mode_adds_the_likely_cause_and_the_fix():
     config = json.dumps({"train": {"TrainingInputMode": "Pipe"}, "test": {"TrainingInputMode": "File"}})
     assert pipe_channels(config) == ["train"]

@@ -16,6 +16,7 @@ from sagemaker_mxnet_horovod.diagnose.progress import (
     describe_frame,
     waiting_on_engine,
 )
+from stack_launcher import start_launcher
 
 SRC = unit_paths.SRC
 
@@ -117,6 +118,28 @@ def test_a_hung_python_rank_ends_itself_with_the_cause(tmp_path):
                            "did not compute for 1 s")
     assert "blocked in threading.py:" in last and "called from hang.py:3 (<module>)" in last
     assert last.endswith("'rank 1: reading the next batch'")
+
+
+def test_a_hung_rank_has_the_launcher_take_every_ranks_stacks_before_it_ends(tmp_path):
+    launcher = start_launcher(tmp_path, tmp_path / "out")
+    try:
+        done = run_watched(tmp_path, """\
+            import threading
+            def read_next_batch():
+                threading.Event().wait()
+            read_next_batch()
+        """)
+        # The rank ends once its own stacks are taken; the launcher writes the dump a moment later.
+        deadline = time.monotonic() + 20
+        while not list((tmp_path / "out").glob("*/summary.txt")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        launcher.kill()
+        launcher.wait()
+    assert done.returncode == EXIT_CODE and "train: no progress: rank 1 on algo-2" in done.stderr, done.stderr
+    (dump,) = (tmp_path / "out").iterdir()
+    assert dump.name.endswith("-no-progress-on-rank-1")
+    assert "in read_next_batch" in (dump / "algo-1-rank-1.txt").read_text()
 
 
 SRC = unit_paths.SRC

@@ -9,6 +9,7 @@ from sagemaker_mxnet_horovod.parse.host_facts import (
     parse_default_route_interface,
     parse_gpu_query,
     parse_nvidia_driver_version,
+    shm_size,
 )
 
 ROUTE = """Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
@@ -53,3 +54,9 @@ def test_the_environments_gpu_count_wins_and_skips_the_gpu_query():
     # SageMaker sets SM_NUM_GPUS: the count is the platform's, and nvidia-smi (seconds at start) is not asked.
     facts = gather({"SM_NUM_GPUS": "2"})
     assert (facts.gpu_count, facts.gpus) == (2, ())
+
+
+def test_dev_shm_size_is_the_filesystems(tmp_path):
+    stats = os.statvfs("/dev/shm")
+    assert gather({"SM_NUM_GPUS": "0"}).shm_bytes == shm_size() == stats.f_blocks * stats.f_frsize > 0
+    assert shm_size(str(tmp_path / "none")) is None

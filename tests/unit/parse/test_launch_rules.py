@@ -27,6 +27,7 @@ def test_a_program_without_a_launch_module_gets_none():
         rules = load_launch_rules(name, "/nonexistent")  # not even looked for
         assert rules.environment(name, 8) == [] and dict(rules.single_process_when_false) == {}
         assert dict(rules.parameter_server_when) == {} and dict(rules.single_process_when) == {}
+        assert rules.loader_workers is None
 
 
 @pytest.mark.parametrize("program", ["mnist", "faster_rcnn", "mask_rcnn"])
@@ -49,6 +50,16 @@ def test_rcnn_launch_rules(program):
         "MXNET_CUDNN_AUTOTUNE_DEFAULT"}
     assert rules.environment(program, 0) == []  # CPU hosts keep MXNet's defaults
     assert dict(rules.single_process_when_false) == {"horovod": "one process over all devices with MXNet's kvstore"}
+    assert rules.loader_workers == ("num-workers", 4)
+
+
+def test_rcnns_declared_loader_workers_are_its_clis_default():
+    # The launcher's /dev/shm estimate counts them: the declaration must follow the program's own default.
+    tree = ast.parse((ENTRYPOINTS / "mxnet_programs" / "rcnn" / "cli.py").read_text())
+    defaults = {call.args[0].value: keyword.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
+                and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "--num-workers"
+                for keyword in call.keywords if keyword.arg == "default"}
+    assert load_launch_rules("mask_rcnn", str(ENTRYPOINTS)).loader_workers == ("num-workers", defaults["--num-workers"])
 
 
 def test_every_builtin_launch_module_exists_and_is_standard_library_only():

@@ -159,3 +159,11 @@ def test_custom_mpi_options_nccl_debug_as_the_toolkit(options, nccl_debug, for_m
 def test_nccl_debug_without_value(options):
     with pytest.raises(ConfigError, match="sagemaker_mpi_custom_mpi_options: .*needs a value"):
         parse_launcher_settings({"sagemaker_mpi_custom_mpi_options": options}, {})
+
+
+def test_console_ranks_all_by_default_or_as_chosen():
+    assert parse_launcher_settings({}, {})[0].console_ranks is None
+    assert parse_launcher_settings(parse_hyperparameters({"mpi_console_ranks": '"0"'}, {}), {})[0].console_ranks == {0}
+    assert parse_launcher_settings({}, {"MPI_CONSOLE_RANKS": "0-1"})[0].console_ranks == {0, 1}
+    with pytest.raises(ConfigError, match="mpi_console_ranks='first' is not a list of ranks"):
+        parse_launcher_settings({"mpi_console_ranks": "first"}, {})

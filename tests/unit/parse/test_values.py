@@ -13,6 +13,7 @@ from sagemaker_mxnet_horovod.parse.values import (
     parse_bool,
     parse_float,
     parse_int,
+    parse_rank_set,
 )
 
 PATHS = Paths(Path("/opt/ml"))
@@ -84,3 +85,17 @@ def test_arguments_formatted_as_the_toolkit(value, argument):
 def test_arguments_sorted_single_letter_keys_one_dash():
     assert command_line_arguments({"lr": "0.1", "b": "2", "epochs": "3"}) == [
         "-b", "2", "--epochs", "3", "--lr", "0.1"]
+
+
+@pytest.mark.parametrize("value, ranks", [
+    ("all", None), ("ALL", None), ("none", frozenset()), (0, frozenset({0})), ("0", frozenset({0})),
+    ([0, 3], frozenset({0, 3})), ("0,2-4", frozenset({0, 2, 3, 4})), (" 1 , 5 ", frozenset({1, 5})),
+])
+def test_rank_sets(value, ranks):
+    assert parse_rank_set("mpi_console_ranks", value) == ranks
+
+
+@pytest.mark.parametrize("value", ["rank0", "-1", "1-", "0,,1", True, 1.5])
+def test_a_bad_rank_set_names_key_and_value(value):
+    with pytest.raises(ConfigError, match=r"hyperparameter mpi_console_ranks=.* is not a list of ranks"):
+        parse_rank_set("mpi_console_ranks", value)

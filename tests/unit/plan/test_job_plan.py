@@ -294,6 +294,9 @@ def test_describe_lists_role_hosts_command_and_notes():
     assert "role: master" in text and "hosts: algo-1:1, algo-2:1" in text
     assert "command: mpirun " in text and "OMP_NUM_THREADS=2" in text
     assert "note: network_interface_name 'ethwe' does not exist" in text
+    assert "rank logs: /opt/ml/output/data/logs/<host>-rank-<rank>.log; console: every rank" in text
+    shown = describe(plan(config(hosts=("algo-1", "algo-2"), hps={"mpi_console_ranks": "0,3"})), {})
+    assert "console: ranks 0, 3 (mpi_console_ranks)" in shown
 
 
 def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():

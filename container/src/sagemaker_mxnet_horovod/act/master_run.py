@@ -1,5 +1,7 @@
 """The host that runs the job's command, in named steps: gather the workers (the MPI master only), start the
-job with its watches, wait for it, diagnose how it ended, release the workers with the outcome.
+job with its watches, wait for it, diagnose how it ended, release the workers with the outcome. Every rank's
+stacks are written when asked for (stacks.py) and whenever a hang watch ends the job or Horovod first warns of
+a stall (its shutdown ends ranks at once: the warning is the last moment every rank surely runs).
 
 The same run serves a single-process host (no workers to gather or release). Failures stay records (a Failure)
 until cli.py writes the one the run returns.
@@ -12,34 +14,50 @@ import threading
 import time
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
+from sagemaker_mxnet_horovod.act.rank_output import RankLogs
 from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_signals
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, peak_line, report_now
+from sagemaker_mxnet_horovod.diagnose.memory import read_memory
 from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
 from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
+REPORT_TIMEOUT_S = 5.0  # how long the workers' reports may take once the job has ended (they answer at once)
 # After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the
 # crashed thread, which can hang in a library's exit handler; mpirun then waits for that rank forever.
 CRASH_EXIT_GRACE_S = 30.0
 
 
 def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
+    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
+    # let a rank's line in between.
+    sys.stderr.write(f"train: {message}\n")
+    sys.stderr.flush()
 
 
 class MasterRun:
     def __init__(self, plan: Plan, env: dict, bind_address: str, failure_file: Path):
         self.plan, self.failure_file = plan, failure_file
-        self.stall_log = StallLog()
+        self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
+        self.host_reports: dict[str, HostReport] = {}
+        self.stacks_lock = threading.Lock()  # one dump at a time
+        self.stall_log = StallLog(on_first_report=lambda: self.dump_stacks_later("Horovod's first stall warning"))
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
+        rank_hosts = plan.rank_hosts if plan.use_mpi else (plan.current_host,)
+        output = Path(plan.output_data_dir) if plan.output_data_dir else None
         self.job = Job(plan.command, env, tagged=plan.use_mpi,
-                       stderr_observers=(self.stall_log.observe, self.crash_log.observe))
+                       stderr_observers=(self.stall_log.observe, self.crash_log.observe),
+                       rank_logs=RankLogs(output / "logs", rank_hosts) if output else None,
+                       console_ranks=plan.console_ranks,
+                       before_abort=lambda reason: self.dump_stacks(f"a hang watch ends the job: {reason}"))
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
@@ -75,9 +93,11 @@ class MasterRun:
         """The job's command, with SIGTERM forwarded to it and the watches on the workers armed."""
         cluster = self.cluster
         forward_stop_signals(self.job, on_stop=cluster.broadcast_stop if cluster else None)
+        stacks.serve_requests(self.plan.run_dir, self.dump_stacks, log)
         if cluster:
             cluster.on_worker_lost = lambda host, how: self.job.abort(f"worker {host} {how}")
             cluster.on_daemon_exited = self.on_daemon_exited
+            cluster.on_stacks_wanted = self.dump_stacks_later
         self.started = time.monotonic()
         self.job.start()
         if cluster:
@@ -85,11 +105,17 @@ class MasterRun:
 
     def wait(self) -> JobResult:
         result = self.job.wait()
-        log(f"job {describe_exit(result.returncode)} after {time.monotonic() - self.started:.1f} s")
+        seconds = time.monotonic() - self.started
+        self.host_reports = {self.plan.current_host: report_now(self.memory_at_start)}
+        if self.cluster:
+            replies = self.cluster.ask_workers({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)
+            self.host_reports.update({host: HostReport.from_message(reply.get("report"))
+                                      for host, reply in replies.items()})
+        log(f"job {describe_exit(result.returncode)} after {seconds:.1f} s; {peak_line(self.host_reports)}")
         return result
 
     def diagnose(self, result: JobResult) -> Failure | None:
-        return job_failure(Evidence(self.plan, result, self.stall_log, self.crash_log))
+        return job_failure(Evidence(self.plan, result, self.stall_log, self.crash_log, self.host_reports))
 
     def release(self, failure: Failure | None) -> None:
         """Tell every worker the outcome; each answers with what its user's program wrote to its failure file."""
@@ -100,6 +126,32 @@ class MasterRun:
         self.cluster.finish(code, failure.render() if failure else None,
                             user_failure=read_user_failure(self.failure_file) if code else None)
         log(f"{len(self.plan.workers)} worker(s) released in {time.monotonic() - released:.2f} s")
+
+    # -----------------------------------------------------------------------------------------------------
+    # Every rank's stacks
+
+    def dump_stacks(self, reason: str) -> None:
+        """Every rank's stacks on every host, into the log and output/data/stacks/<dump>/ (each worker writes its
+        own there too)."""
+        if not self.plan.output_data_dir:
+            return
+        with self.stacks_lock:
+            dump, own = stacks.dump_name(reason), {}
+            # This host's ranks while the workers take theirs: one moment on every host.
+            collecting = threading.Thread(target=lambda: own.update(stacks.collect_local(self.plan.run_dir, dump)))
+            collecting.start()
+            replies = self.cluster.ask_workers({"type": "dump_stacks", "dump": dump, "reason": reason}, "stacks",
+                                               stacks.RANK_DEADLINE_S + REPORT_TIMEOUT_S) if self.cluster else {}
+            collecting.join()
+            host_stacks = {host: {int(rank): str(text) for rank, text in dict(reply.get("ranks") or {}).items()}
+                           for host, reply in replies.items()}
+            host_stacks[self.plan.current_host] = own
+            silent = sorted(set(self.plan.workers) - set(replies))
+            stacks.write_dump(Path(self.plan.output_data_dir) / "stacks", dump, host_stacks, reason, log, silent)
+
+    def dump_stacks_later(self, reason: str) -> None:
+        """From a stderr observer, which must not block the job's output."""
+        threading.Thread(target=self.dump_stacks, args=(reason,), name="stacks", daemon=True).start()
 
     # -----------------------------------------------------------------------------------------------------
     # Watches: the launcher ends a job that mpirun alone would leave hanging.

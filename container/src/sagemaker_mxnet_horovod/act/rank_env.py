@@ -10,8 +10,10 @@
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
 - The program starts in WORKDIR (the code directory), as under the sagemaker-training toolkit: scripts open
   files next to them. mpirun would start ranks on other hosts in its own working directory.
+- A Python program's stacks can be asked for at any time (stacks.py): a thread of the rank's own writes them.
 - With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
-  (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked.
+  (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked,
+  once the launcher has taken every rank's stacks.
 - A parameter-server worker (DMLC_ROLE=worker) whose Python program fails ends at once: the exception's traceback
   is printed and the process exits 1 (or the code it gave sys.exit) without the interpreter's shutdown, where
   MXNet's kvstore waits in ps-lite's barrier for every other worker, which wait for its gradients: a failed worker
@@ -51,13 +53,18 @@ def main(argv: list) -> None:
         script = program[1]
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=True, write_through=False)
+        # An MPI rank, or a parameter-server worker (the launcher's number for it).
+        rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("SMMH_WORKER_RANK") or "0")
+        host = os.environ.get("SM_CURRENT_HOST", "?")
+        from sagemaker_mxnet_horovod.act import stacks
+
+        dumper = stacks.install(run_dir, rank, host)
         progress_timeout = float(os.environ.get("SMMH_PROGRESS_TIMEOUT_S") or 0)
         if progress_timeout > 0:
             from sagemaker_mxnet_horovod.diagnose import progress
 
-            # An MPI rank, or a parameter-server worker (the launcher's number for it).
-            rank = os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("SMMH_WORKER_RANK") or "0"
-            progress.start(progress_timeout, int(rank), os.environ.get("SM_CURRENT_HOST", "?"))
+            progress.start(progress_timeout, rank, host, before_exit=dumper and (
+                lambda: stacks.ask_launcher(run_dir, f"no progress on rank {rank} ({host})", dumper)))
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         if os.environ.get("DMLC_ROLE") == "worker":

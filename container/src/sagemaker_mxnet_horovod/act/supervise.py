@@ -1,4 +1,5 @@
-"""Supervise the job's command: run it, stream its output, keep each rank's last stderr lines, forward signals.
+"""Supervise the job's command: run it, stream its output (each rank's whole lines also to its own log, and to the
+console when it is shown there: rank_output.py), keep each rank's last stderr lines, forward signals.
 
 SageMaker stops a job with SIGTERM and sends SIGKILL 120 s later; the supervisor forwards SIGTERM to the
 job and kills it outright if it has not finished within `stop_grace_s`, so the launcher always exits in time.
@@ -8,20 +9,19 @@ from __future__ import annotations
 
 import collections
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
+from sagemaker_mxnet_horovod.act.rank_output import RankLine, RankLines, RankLogs, shown
 from sagemaker_mxnet_horovod.exits import STOP_GRACE_S
 
 TAIL_LINES = 20
-_TAG = re.compile(rb"^\[(\d+),(\d+)\]<(stdout|stderr)>:(.*)$", re.DOTALL)
 
 
 @dataclass
@@ -36,10 +36,14 @@ class JobResult:
 
 class Job:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = STOP_GRACE_S,
-                 stderr_observers: Sequence = ()):
+                 stderr_observers: Sequence = (), rank_logs: RankLogs | None = None,
+                 console_ranks: Collection[int] | None = None, before_abort=None):
         self.argv, self.env, self.tagged, self.stop_grace_s = list(argv), dict(env), tagged, stop_grace_s
         # callable(rank, text) for every stderr line of a rank (rank 0: an untagged program's), under the lock
         self.stderr_observers = tuple(stderr_observers)
+        self.rank_logs = rank_logs  # each rank's lines (an untagged program's: rank 0's)
+        self.console_ranks = console_ranks if tagged else None  # None: every rank's output reaches the console
+        self.before_abort = before_abort  # callable(reason) before the first abort ends the job (e.g. take stacks)
         self.rank_stderr: dict[int, collections.deque] = {}
         self.untagged = collections.deque(maxlen=TAIL_LINES * 3)
         self.process: subprocess.Popen | None = None
@@ -61,27 +65,44 @@ class Job:
             pump.start()
 
     def _pump(self, source, sink, is_stderr: bool) -> None:
-        for line in iter(source.readline, b""):
-            try:
-                sink.write(line)
-                sink.flush()
-            except (OSError, ValueError):
-                pass
-            match = _TAG.match(line) if self.tagged else None
-            with self.lock:
-                if match:
-                    if match.group(3) == b"stderr":
-                        rank = int(match.group(2))
-                        tail = self.rank_stderr.setdefault(rank, collections.deque(maxlen=TAIL_LINES))
-                        tail.append(match.group(4).decode("utf-8", "replace").rstrip("\n"))
-                        self._observe(rank, tail[-1])
-                else:
-                    text = line.decode("utf-8", "replace").rstrip("\n")
-                    self.untagged.append(text)
-                    if is_stderr and not self.tagged:
-                        self.rank_stderr.setdefault(0, collections.deque(maxlen=TAIL_LINES)).append(text)
-                        self._observe(0, text)
+        stream = "stderr" if is_stderr else "stdout"
+        lines = RankLines(stream) if self.tagged else None
+        for raw in iter(source.readline, b""):
+            found = lines.feed(raw) if lines else [RankLine(None, stream, raw.decode("utf-8", "replace").rstrip("\n"))]
+            self._show(sink, raw if self.console_ranks is None else
+                       b"".join(line.console_bytes() for line in found if shown(line, self.console_ranks)))
+            self._keep(found)
+        if lines:
+            unfinished = lines.flush()
+            self._show(sink, b"".join(line.console_bytes() for line in unfinished
+                                      if self.console_ranks is not None and shown(line, self.console_ranks)))
+            self._keep(unfinished)
         source.close()
+
+    @staticmethod
+    def _show(sink, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            sink.write(data)
+            sink.flush()
+        except (OSError, ValueError):
+            pass
+
+    def _keep(self, found: list[RankLine]) -> None:
+        """A rank's lines into its log and, from stderr, its tail and the observers; mpirun's own into its tail."""
+        with self.lock:
+            for line in found:
+                rank = line.rank if self.tagged else 0
+                if line.rank is None:
+                    self.untagged.append(line.text)
+                if rank is None:
+                    continue
+                if self.rank_logs:
+                    self.rank_logs.write(rank, line.text)
+                if line.stream == "stderr":
+                    self.rank_stderr.setdefault(rank, collections.deque(maxlen=TAIL_LINES)).append(line.text)
+                    self._observe(rank, line.text)
 
     def _observe(self, rank: int, text: str) -> None:
         for observer in self.stderr_observers:
@@ -105,6 +126,8 @@ class Job:
             return
         if not self.abort_reason:
             self.abort_reason = reason
+            if self.before_abort:
+                self.before_abort(reason)
         self._signal_job(signal.SIGTERM)
         self._arm(grace_s, self._kill)
 
@@ -141,6 +164,8 @@ class Job:
             pump.join(max(0.0, deadline - time.monotonic()))
         for timer in self._timers:
             timer.cancel()
+        if self.rank_logs:
+            self.rank_logs.close()
         with self.lock:
             return JobResult(
                 returncode=returncode,
@@ -158,8 +183,9 @@ def forward_stop_signals(job: Job, on_stop=None) -> None:
     def handler(signum, _frame):
         if job.stopped_by_signal is None:
             job.stopped_by_signal = signum
-            print(f"train: received {signal.Signals(signum).name}; stopping the job "
-                  f"(killing it if still running after {job.stop_grace_s:g} s)", file=sys.stderr, flush=True)
+            sys.stderr.write(f"train: received {signal.Signals(signum).name}; stopping the job "
+                             f"(killing it if still running after {job.stop_grace_s:g} s)\n")
+            sys.stderr.flush()
         elif signum == job.stopped_by_signal:
             return  # SageMaker and compose may both send SIGTERM: one graceful stop is enough
         job.request_stop(signum)

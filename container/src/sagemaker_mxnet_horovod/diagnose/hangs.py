@@ -33,7 +33,8 @@ _SHUTDOWN = re.compile(r"stalled for longer than (\d+) seconds\. Will shutdown")
 class StallLog:
     """Follows Horovod's stall reports in the ranks' stderr (a supervise.Job stderr observer)."""
 
-    def __init__(self):
+    def __init__(self, on_first_report=None):
+        self.on_first_report = on_first_report  # callable(), once the first report of a stall is complete
         self._block: dict[int, tuple[bool, list[str]]] | None = None
         self.latest: dict[int, tuple[bool, list[str]]] = {}  # rank -> (past the shutdown time, tensors)
         self.shutdown_after_s: int | None = None
@@ -51,6 +52,8 @@ class StallLog:
             self._block[int(match.group(1))] = (match.group(2) == "!", tensors)
             return
         if self._block:
+            if not self.latest and self.on_first_report:
+                self.on_first_report()
             self.latest = self._block
         self._block = None
         shutdown = _SHUTDOWN.search(line)

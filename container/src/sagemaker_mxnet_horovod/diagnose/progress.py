@@ -149,8 +149,9 @@ def _hook_horovod(watch: ProgressWatch, lock: threading.Lock) -> bool:
     return True
 
 
-def start(timeout_s: float, rank: int, host: str) -> ProgressWatch:
-    """Watch this process: hook its output streams now, Horovod's library once the program imports it."""
+def start(timeout_s: float, rank: int, host: str, before_exit=None) -> ProgressWatch:
+    """Watch this process: hook its output streams now, Horovod's library once the program imports it.
+    before_exit: called before the watch ends the rank (the launcher takes every rank's stacks then)."""
     lock = threading.Lock()
     watch = ProgressWatch(timeout_s, rank, host, time.monotonic())
     real_stderr = sys.stderr
@@ -172,6 +173,8 @@ def start(timeout_s: float, rank: int, host: str) -> ProgressWatch:
                 if not watch.expired(now, busy):
                     continue
                 message = watch.message(now, describe_frame(frame))
+            if before_exit:
+                before_exit()
             # Last on this rank's stderr, so the launcher finds it; then end the rank, and mpirun the job.
             real_stderr.write(message + "\n")
             real_stderr.flush()

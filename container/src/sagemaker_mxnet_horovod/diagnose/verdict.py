@@ -9,25 +9,29 @@ of, say) is one function here, `(Evidence) -> str | None`, and one line in FINDI
 from __future__ import annotations
 
 import signal
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from sagemaker_mxnet_horovod.act.supervise import JobResult
+from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, exit_status
+from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, exit_status, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog, hang_cause
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause
 from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, process_failure, rank_failure
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the diagnosis reads: the plan, how the job ended, and what the stderr watches saw as it ran."""
+    """What the diagnosis reads: the plan, how the job ended, what the stderr watches saw as it ran, and what
+    each host reported about itself (its memory, its /dev/shm: host_report.py)."""
 
     plan: Plan
     result: JobResult
     stall_log: StallLog
     crash_log: CrashLog
+    hosts: Mapping[str, HostReport] = field(default_factory=dict)
 
 
 def launcher_abort(evidence: Evidence) -> str | None:
@@ -42,7 +46,49 @@ def hang_watch(evidence: Evidence) -> str | None:
     return hang_cause(evidence.stall_log, evidence.result.rank_stderr, plan.rank_hosts, plan.rank_env)
 
 
-FINDINGS: tuple[Callable[[Evidence], str | None], ...] = (launcher_abort, hang_watch)
+def sigkilled(evidence: Evidence) -> tuple[str, str] | None:
+    """(host, 'rank 1' or the program's name) of the process killed by SIGKILL that ended the job, if one did."""
+    plan, result = evidence.plan, evidence.result
+    if not plan.use_mpi:
+        return (plan.current_host, plan.program.name) if result.returncode == -signal.SIGKILL else None
+    report = parse_mpirun_report(result.untagged_tail)
+    if report and report.rank is not None and report.signal_number == signal.SIGKILL:
+        return rank_host(plan.rank_hosts, report.rank, plan.current_host), f"rank {report.rank}"
+    return None
+
+
+def out_of_memory(evidence: Evidence) -> str | None:
+    """A host whose container's OOM killer killed a process during the job: the rank killed by SIGKILL there,
+    when mpirun names it. Where the kernel does not count OOM kills (cgroup v1 before Linux 4.13), usage that
+    reached the limit counts only with such a rank."""
+    host, victim = sigkilled(evidence) or (None, None)
+    for name in sorted(evidence.hosts, key=lambda h: (h != host, h)):
+        report = evidence.hosts[name]
+        if report.ran_out_of_memory and (name == host or report.at_end.oom_kills is not None):
+            return oom_cause(name, victim if name == host else None, report)
+    return None
+
+
+def shm_too_small(evidence: Evidence) -> str | None:
+    """A rank died of a shared-memory symptom on a host whose /dev/shm is small (shm.py)."""
+    plan, result = evidence.plan, evidence.result
+    symptom = shm.find_symptom(result.rank_stderr, result.untagged_tail)
+    if symptom is None or plan.shm is None:
+        return None
+    rank = symptom.rank
+    if rank is None and plan.use_mpi:  # in mpirun's report ("exited on signal 7"), which names the rank
+        report = parse_mpirun_report(result.untagged_tail)
+        rank = report.rank if report else None
+    if rank is None:
+        host, where = plan.current_host, "a rank"
+    else:
+        host = rank_host(plan.rank_hosts, rank, plan.current_host)
+        where = f"rank {rank} on {host}" if plan.use_mpi else f"{plan.program.name} on {host}"
+    report = evidence.hosts.get(host)
+    return shm.cause(symptom, where, plan.shm, report.shm_bytes if report else plan.shm.size_bytes)
+
+
+FINDINGS: tuple[Callable[[Evidence], str | None], ...] = (out_of_memory, shm_too_small, launcher_abort, hang_watch)
 
 
 def how_it_ended(evidence: Evidence) -> Failure:

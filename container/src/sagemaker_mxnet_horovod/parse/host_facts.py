@@ -1,4 +1,4 @@
-"""What the planner needs to know about this host: cores, GPUs, network interfaces.
+"""What the planner needs to know about this host: cores, GPUs, network interfaces, the size of /dev/shm.
 
 `gather()` reads the system; the parsers it uses are pure and unit-tested on captured text.
 """
@@ -23,6 +23,7 @@ class HostFacts:
     hostname: str = "localhost"  # the container's own name: SDK local mode makes it the container id
     nvidia_driver_version: str | None = None  # e.g. "535.104.05"
     gpus: tuple[tuple[str, str], ...] = ()  # (name, compute capability "8.0") per visible GPU
+    shm_bytes: int | None = None  # the size of /dev/shm (None: there is none)
 
 
 def parse_default_route_interface(proc_net_route: str) -> str | None:
@@ -123,6 +124,15 @@ def interface_ipv4_addresses() -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def shm_size(path: str = "/dev/shm") -> int | None:
+    """The size of the filesystem at /dev/shm (Docker's default: 64 MiB), None when there is none."""
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return None
+    return stats.f_blocks * stats.f_frsize
+
+
 def gather(env: dict | None = None) -> HostFacts:
     env = os.environ if env is None else env
     try:
@@ -139,4 +149,5 @@ def gather(env: dict | None = None) -> HostFacts:
         hostname=socket.gethostname(),
         nvidia_driver_version=parse_nvidia_driver_version(_read("/proc/driver/nvidia/version")) if gpus else None,
         gpus=query_gpus() if gpus and "SM_NUM_GPUS" not in env else (),
+        shm_bytes=shm_size(),
     )

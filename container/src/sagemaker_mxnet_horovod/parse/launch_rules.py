@@ -46,12 +46,16 @@ class LaunchRules:
         Program arguments that, set to one of these values, make the job a parameter-server job (as
         sagemaker_parameter_server_enabled=true); with sagemaker_parameter_server_enabled=true, such an argument
         set to another value is refused (the servers would serve nobody).
+    LOADER_WORKERS = (argument, default)
+        The argument that sets each rank's DataLoader worker processes, and its default: the launcher's
+        /dev/shm estimate counts them (diagnose/shm.py).
     """
 
     environment: Callable[[str, int], list[tuple[str, str, str]]] = _no_environment
     single_process_when_false: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     single_process_when: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     parameter_server_when: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    loader_workers: tuple[str, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ def load_launch_rules(program: str | None, entrypoints_dir: str) -> LaunchRules:
     sys.path change), each adding to the ones before it."""
     if program not in LAUNCH_MODULES:
         return LaunchRules()
-    environments, single_false, single_when, parameter_server_when = [], {}, {}, {}
+    environments, single_false, single_when, parameter_server_when, loader_workers = [], {}, {}, {}, None
     for relative in LAUNCH_MODULES[program]:
         module = load_module(program, Path(entrypoints_dir) / relative)
         if hasattr(module, "environment"):
@@ -101,6 +105,7 @@ def load_launch_rules(program: str | None, entrypoints_dir: str) -> LaunchRules:
                             for argument, values in getattr(module, "SINGLE_PROCESS_WHEN", {}).items()})
         parameter_server_when.update({argument: tuple(values)
                                       for argument, values in getattr(module, "PARAMETER_SERVER_WHEN", {}).items()})
+        loader_workers = getattr(module, "LOADER_WORKERS", loader_workers)
 
     def environment(name: str, gpu_count: int) -> list[tuple[str, str, str]]:
         return [setting for declared in environments for setting in declared(name, gpu_count)]
@@ -110,6 +115,7 @@ def load_launch_rules(program: str | None, entrypoints_dir: str) -> LaunchRules:
         single_process_when_false=MappingProxyType(single_false),
         single_process_when=MappingProxyType(single_when),
         parameter_server_when=MappingProxyType(parameter_server_when),
+        loader_workers=loader_workers,
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from sagemaker_mxnet_horovod.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.resource_config import parse_instance_group_names
-from sagemaker_mxnet_horovod.parse.values import parse_bool, parse_float, parse_int
+from sagemaker_mxnet_horovod.parse.values import parse_bool, parse_float, parse_int, parse_rank_set
 
 # Hyperparameter prefixes the launcher consumes; keys with them never reach the training program.
 LAUNCHER_PREFIXES = ("sagemaker_", "horovod_", "mpi_")
@@ -49,6 +49,7 @@ class LauncherSettings:
     distribution_instance_groups: tuple[str, ...] | None = None  # None: not set (the current host's group)
     stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # 0: Horovod only warns about stalls
     progress_timeout_s: float = 0.0  # 0: off; a rank idle this long (diagnose/progress.py) ends the job
+    console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
 
 
 def text(key: str, value: Any) -> str | None:
@@ -121,6 +122,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("sagemaker_distribution_instance_groups", "distribution_instance_groups", parse_instance_group_names),
     Knob("horovod_stall_timeout_s", "stall_timeout_s", at_least(parse_float, 0)),
     Knob("mpi_progress_timeout_s", "progress_timeout_s", at_least(parse_float, 0)),
+    Knob("mpi_console_ranks", "console_ranks", parse_rank_set),
 )
 KNOWN_KEYS = frozenset(knob.key for knob in KNOBS)
 # Set by the SDK for every job; meaningless to this launcher, so not worth a warning.

@@ -1,5 +1,6 @@
 """The job's configuration, parsed once: SageMaker's three config files (with SM_* overrides), the launcher's
-settings and the built-in program's launch rules, as one frozen TrainingConfig.
+settings and the built-in program's launch rules, as one frozen TrainingConfig. A Debugger or Profiler
+configuration the job carries is a note of what this image does with it (compat/debugger.py).
 
 parse_training_config is pure but for loading a built-in program's launch module; load_training_config reads
 the files. Errors are ConfigError with a message that names the file, key and value at fault.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sagemaker_mxnet_horovod.compat import debugger
 from sagemaker_mxnet_horovod.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.input_config import Channel, parse_input_data_config
 from sagemaker_mxnet_horovod.parse.launch_rules import (
@@ -107,12 +109,13 @@ def load_training_config(env: Mapping[str, str] | None = None,
         input_data=load_json(config_dir / "inputdataconfig.json", required=False),
         env=env,
         entrypoints_dir=entrypoints_dir,
+        debugger_configs=debugger.read_configs(config_dir),
     )
 
 
 def parse_training_config(
     paths: Paths, resource_data: Any, hyperparameter_data: Any, input_data: Any, env: Mapping[str, str],
-    entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR,
+    entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR, debugger_configs: Mapping[str, Any] | None = None,
 ) -> TrainingConfig:
     resource = parse_resource_config(resource_data, env)
     hps = parse_hyperparameters(hyperparameter_data, env)
@@ -129,7 +132,7 @@ def parse_training_config(
         program_args=program_args,
         settings=settings,
         channels=channels,
-        warnings=tuple(warnings),
+        warnings=(*warnings, *debugger.notes(debugger_configs or {})),
         raw_resource_config=resource_data if isinstance(resource_data, dict) else {},
         raw_input_data_config=input_data if isinstance(input_data, dict) else {},
         launch=launch,

@@ -53,6 +53,26 @@ def parse_float(key: str, value: Any, minimum: float | None = None) -> float:
     return number
 
 
+def parse_rank_set(key: str, value: Any) -> frozenset[int] | None:
+    """Ranks to pick: 'all' (None), 'none', a rank (0), a list ([0, 1], as JSON decodes it) or a string of ranks
+    and ranges ('0,2-3')."""
+    if isinstance(value, bool):
+        raise ConfigError(f"hyperparameter {key}={value!r} is not a list of ranks (all, none, 0, '0,2-3')")
+    text = str(value).strip().lower()
+    if text == "all":
+        return None
+    if text == "none":
+        return frozenset()
+    parts = [str(v) for v in value] if isinstance(value, list) else text.split(",")
+    ranks: set[int] = set()
+    for part in (p.strip() for p in parts):
+        first, dash, last = part.partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()):
+            raise ConfigError(f"hyperparameter {key}={value!r} is not a list of ranks (all, none, 0, '0,2-3')")
+        ranks.update(range(int(first), int(last if dash else first) + 1))
+    return frozenset(ranks)
+
+
 def decode_hyperparameter(value: Any) -> Any:
     """As the sagemaker-training toolkit reads hyperparameters.json: each value JSON-decoded, else kept as is.
 

@@ -19,6 +19,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
@@ -137,6 +138,20 @@ def hang_watch(job: Job) -> list[Setting]:
     return [Setting(*rule) for rule in hang_watch_env(settings.stall_timeout_s, settings.progress_timeout_s)]
 
 
+def shm_budget(job: Job) -> shm.ShmBudget:
+    """This host's /dev/shm against what the job needs there: its ranks, their data-loader workers, its GPUs."""
+    layout = job.layout
+    workers, key = shm.loader_workers(job.config.program_args, job.config.launch.loader_workers)
+    gpus = min(job.facts.gpu_count, layout.processes_per_host) if layout.use_mpi else 0
+    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus)
+
+
+def shm_size_check(job: Job) -> list[str]:
+    """A warning, with the fixes, when /dev/shm is smaller than the job needs (Docker's default is 64 MiB)."""
+    warning = shm.start_warning(shm_budget(job))
+    return [warning] if warning else []
+
+
 # ---------------------------------------------------------------------------------------------------------
 # GPU hosts
 
@@ -204,4 +219,5 @@ RULES: tuple[Rule, ...] = (
     horovod_hyperparameters,
     nccl_debug,
     hang_watch,
+    shm_size_check,
 )

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 
 from sagemaker_mxnet_horovod.act.rank_env import SKIP_PREFIXES
 from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
+from sagemaker_mxnet_horovod.diagnose.shm import ShmBudget
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.backends import mpi, parameter_server, single
 from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
-from sagemaker_mxnet_horovod.plan.env_rules import RULES, Job, apply_rules, check_gpus_supported
+from sagemaker_mxnet_horovod.plan.env_rules import RULES, Job, apply_rules, check_gpus_supported, shm_budget
 from sagemaker_mxnet_horovod.plan.layout import Layout, plan_layout
 from sagemaker_mxnet_horovod.plan.programs import Program, resolve_program
 from sagemaker_mxnet_horovod.plan.stray_outputs import StrayOutput, find_stray_outputs
@@ -57,6 +58,10 @@ class Plan:
     backend: str = "single"  # mpi | parameter_server | single (plan/backends)
     processes: tuple[LocalProcess, ...] = ()  # a parameter-server host's own processes, instead of `command`
     roles: str = ""  # where the parameter-server job's roles run, for the start log
+    shm: ShmBudget | None = None  # this host's /dev/shm against the job's need, for the diagnosis
+    # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
+    output_data_dir: str = ""
+    console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
 
     @property
     def workers(self) -> tuple[str, ...]:
@@ -80,7 +85,8 @@ def make_plan(
 
     # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.
     sm_env = sm_environment(config, facts.cpu_count, facts.gpu_count, layout.interface, program.name, base_env)
-    defaults, rule_notes = apply_rules(RULES + backend.RULES, Job(config, facts, base_env, layout, program))
+    job = Job(config, facts, base_env, layout, program)
+    defaults, rule_notes = apply_rules(RULES + backend.RULES, job)
     env = {**sm_env, **defaults}
     custom_options = config.settings.custom_mpi_options if layout.use_mpi else ()  # only when there is an mpirun
     strays = find_stray_outputs(config.paths, custom_options, {**base_env, **env})
@@ -112,6 +118,9 @@ def make_plan(
         processes=(parameter_server.local_processes(layout, servers, python, rank_argv, str(config.paths.code_dir))
                    if ps else ()),
         roles=parameter_server.describe_roles(layout, servers) if ps else "",
+        shm=shm_budget(job),
+        output_data_dir=str(config.paths.output_data_dir),
+        console_ranks=config.settings.console_ranks,
     )
 
 
@@ -154,6 +163,9 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
         lines.append(plan.roles)
     if plan.command:
         lines.append("command: " + shlex.join(plan.command))
+        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: "
+                     + ("every rank" if plan.console_ranks is None else
+                        f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"))
     for process in plan.processes:
         variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in process.env.items())
         lines.append(f"process {process.name}: {variables} {shlex.join(process.argv)}")

@@ -97,6 +97,37 @@ def test_a_worker_gone_during_the_job_is_reported_and_its_daemon_reports_are_hea
     assert lost == [("localhost", "went away during the job (container stopped or crashed)")]
 
 
+def test_the_master_asks_its_workers_and_hears_a_worker_ask_for_stacks(master):
+    wanted = []
+    master.on_stacks_wanted = wanted.append
+    worker = checked_in_worker(master)
+
+    def answer() -> None:  # as WorkerSession does
+        question = worker.receive()
+        worker.send(type="host_report", report={"shm_bytes": 64 << 20, "asked": question})
+
+    answering = threading.Thread(target=answer)
+    answering.start()
+    replies = master.ask_workers({"type": "report_request"}, "host_report", timeout_s=10)
+    answering.join(10)
+    assert replies == {"localhost": {"type": "host_report", "report": {"shm_bytes": 64 << 20,
+                                                                       "asked": {"type": "report_request"}}}}
+    worker.send(type="stacks_wanted", reason="no progress on rank 1 (localhost)")
+    deadline = time.monotonic() + 10
+    while not wanted and time.monotonic() < deadline:
+        time.sleep(0.01)  # the watcher thread hands it over
+    assert wanted == ["no progress on rank 1 (localhost), asked on localhost"]
+    started = time.monotonic()
+    assert master.ask_workers({"type": "dump_stacks"}, "stacks", timeout_s=0.3) == {}  # silent: none, at the deadline
+    assert time.monotonic() - started < 5
+    worker.close()  # gone: not waited for
+    for watcher in master.watchers:
+        watcher.join(10)
+    started = time.monotonic()
+    assert master.ask_workers({"type": "report_request"}, "host_report", timeout_s=10) == {}
+    assert time.monotonic() - started < 5
+
+
 def master_with(workers):
     master = Master(tuple(workers), port=0, bind_address="", run_dir=Path("/nonexistent"), deadline=0)
     master.links = {host: object() for host in workers}

@@ -14,7 +14,15 @@ import pytest
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_TIMEOUT_S, Connection
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
-from sagemaker_mxnet_horovod.act.cluster.worker import WorkerOutcome, WorkerSession, check_in, check_in_without_ssh
+from sagemaker_mxnet_horovod.act.cluster.worker import (
+    HostDiagnostics,
+    WorkerOutcome,
+    WorkerSession,
+    check_in,
+    check_in_without_ssh,
+)
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
+from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, STOP_GRACE_S, ClusterError
 from test_ssh import banner_server
 
@@ -103,14 +111,14 @@ def test_an_sshd_that_could_not_start_is_reported_to_the_master_naming_this_host
     assert outcome["error"] is failed
 
 
-def session(connection, tmp_path, user_text=None, stop=False):
+def session(connection, tmp_path, user_text=None, stop=False, diagnostics=None):
     failure_file = tmp_path / "failure"
     if user_text:
         failure_file.write_text(user_text)
     requested = threading.Event()
     if stop:
         requested.set()
-    return WorkerSession(connection, "algo-1", requested, failure_file)
+    return WorkerSession(connection, "algo-1", requested, failure_file, diagnostics)
 
 
 def test_a_successful_job_ends_the_session_with_nothing_to_report(link, tmp_path):
@@ -149,6 +157,7 @@ def test_a_master_that_hangs_up_without_the_outcome_is_lost_contact(link, tmp_pa
     thread.join(10)
     assert outcome["value"].exit_code == 1
     assert outcome["value"].failure.startswith("lost contact with the master algo-1: it closed the connection")
+    assert outcome["value"].lost_master  # the worker takes its own ranks' stacks then
 
 
 def test_a_silent_master_ends_the_session_when_overdue(link, tmp_path):
@@ -158,7 +167,7 @@ def test_a_silent_master_ends_the_session_when_overdue(link, tmp_path):
     thread, outcome = in_thread(silent.run)
     thread.join(10)
     assert outcome["value"] == WorkerOutcome(1, "lost contact with the master algo-1: no heartbeat for 30 s (host "
-                                                "down or network partition)")
+                                                "down or network partition)", lost_master=True)
 
 
 def test_a_stop_gives_the_master_the_grace_to_report_then_ends_the_session(link, tmp_path):
@@ -175,6 +184,28 @@ def test_a_stop_gives_the_master_the_grace_to_report_then_ends_the_session(link,
     thread.join(10)
     assert outcome["value"] == WorkerOutcome(EXIT_STOPPED, "stopped by SIGTERM; the master algo-1 reported no result "
                                                            "in time")
+
+
+def test_the_master_gets_this_hosts_report_and_its_ranks_stacks_and_is_asked_for_a_dump(link, tmp_path):
+    connection, master = link
+    taken = []
+    diagnostics = HostDiagnostics(local_stacks=lambda dump, reason: taken.append((dump, reason)) or {1: "rank 1 ..."},
+                                  memory_at_start=MemoryReading(limit_bytes=1 << 30, oom_kills=0))
+    diagnostics.stacks_wanted.put("no progress on rank 1 (algo-2)")  # this host was asked (SIGUSR1, a watch)
+    thread, outcome = in_thread(session(connection, tmp_path, diagnostics=diagnostics).run)
+    assert master.receive_skipping_daemon_reports() == {"type": "stacks_wanted",
+                                                        "reason": "no progress on rank 1 (algo-2)"}
+    master.send(type="dump_stacks", dump="20251125T210501.123Z-signal", reason="SIGUSR1 on algo-2")
+    assert master.receive_skipping_daemon_reports() == {"type": "stacks", "dump": "20251125T210501.123Z-signal",
+                                                        "ranks": {"1": "rank 1 ..."}}
+    assert taken == [("20251125T210501.123Z-signal", "SIGUSR1 on algo-2")]
+    master.send(type="report_request")
+    report = HostReport.from_message(master.receive_skipping_daemon_reports()["report"])
+    assert report.at_start == MemoryReading(limit_bytes=1 << 30, oom_kills=0)  # the reading from the job's start
+    assert report.at_end.ram_bytes and report.shm_bytes  # this machine's, now
+    master.send(type="done", exit_code=0, failure=None, user_failure=None)
+    thread.join(10)
+    assert outcome["value"] == WorkerOutcome(0, None)
 
 
 # --- a parameter-server host: no ssh, its own stop, its own bye -------------------------------------------------

@@ -81,6 +81,9 @@ class Master:
         self.late_failure: str | None = None  # once the job failed before every worker checked in
         self.told: set[str] = set()  # late workers told that failure
         self.unresolved: dict[str, str] = {}  # host -> the address of a claim its name has not resolved for
+        self.lost: set[str] = set()  # workers whose link ended
+        self.replies: dict[str, dict[str, dict]] = {}  # reply type -> worker -> its reply (ask_workers)
+        self.on_stacks_wanted = None  # callback(reason): a worker was asked for every rank's stacks
 
     # -----------------------------------------------------------------------------------------------------
     # Check-in
@@ -270,7 +273,8 @@ class Master:
         """Hand each of a worker's messages to its handler. The connection closing before `done` means the
         worker is gone; timing out, that it is unreachable."""
         handlers = {"launched": self._on_launched, "daemon_exited": self._on_daemon_exited, "bye": self._on_bye,
-                    **dict.fromkeys(("failed", "workers_finished", "workers_ended", "stopped"), self._on_report)}
+                    **dict.fromkeys(("failed", "workers_finished", "workers_ended", "stopped"), self._on_report),
+                    "host_report": self._on_reply, "stacks": self._on_reply, "stacks_wanted": self._on_stacks_wanted}
         how = "went away during the job (container stopped or crashed)"
         try:
             while (message := link.connection.receive(None)) is not None:
@@ -282,6 +286,9 @@ class Master:
                    "(network partition, or the host went down)")
         except (OSError, ClusterError):
             pass
+        with self.cond:
+            self.lost.add(link.host)
+            self.cond.notify_all()
         if not self.closing and self.on_worker_lost:
             self.on_worker_lost(link.host, how)
 
@@ -301,6 +308,29 @@ class Master:
     def _on_bye(self, host: str, message: dict) -> None:
         if message.get("user_failure"):
             self.user_failures[host] = str(message["user_failure"])
+
+    def _on_reply(self, host: str, message: dict) -> None:
+        with self.cond:
+            if message["type"] in self.replies:
+                self.replies[message["type"]][host] = message
+                self.cond.notify_all()
+
+    def _on_stacks_wanted(self, host: str, message: dict) -> None:
+        if not self.closing and self.on_stacks_wanted:
+            self.on_stacks_wanted(f"{message.get('reason') or 'stacks wanted'}, asked on {host}")
+
+    def ask_workers(self, message: dict, reply_type: str, timeout_s: float) -> dict[str, dict]:
+        """Send `message` to every worker still linked and wait, up to timeout_s, for each one's `reply_type`
+        reply: the replies that came, by worker (one gone or silent is left out). One question of a type at
+        a time."""
+        with self.cond:
+            asked = set(self.links) - self.lost
+            self.replies[reply_type] = {}
+        for host in sorted(asked):
+            self.links[host].connection.send_quietly(message)
+        with self.cond:
+            self.cond.wait_for(lambda: asked - self.lost <= set(self.replies[reply_type]), timeout_s)
+            return self.replies.pop(reply_type)
 
     def _heartbeat(self) -> None:
         while not self.closing:

@@ -12,6 +12,14 @@ handshake port.
   worker -> {"type": "launched"} once mpirun's daemon (orted) runs on the worker
   worker -> {"type": "daemon_exited"} when that daemon is gone again (normal at the job's end; before
             then, mpirun waits for it forever: the master ends the job if mpirun has not within a grace)
+  master -> {"type": "dump_stacks", "dump": NAME, "reason": "..."}: the worker writes its ranks' stacks to its
+            own log and output/data/stacks/NAME/, and answers
+  worker -> {"type": "stacks", "dump": NAME, "ranks": {"R": "stacks of rank R", ...}}
+  worker -> {"type": "stacks_wanted", "reason": "..."} when the worker was asked for stacks (SIGUSR1, `train
+            stacks`, a rank's progress watch): the master asks every host, this one included
+  master -> {"type": "report_request"} once the job's process has ended
+  worker -> {"type": "host_report", "report": {...}}: its memory at the job's start and end and its /dev/shm
+            (diagnose/host_report.py), for the diagnosis and the end-of-job line
   master -> {"type": "done", "exit_code": N, "failure": "...", "user_failure": "..."}
   worker -> {"type": "bye", "user_failure": "..."}
 

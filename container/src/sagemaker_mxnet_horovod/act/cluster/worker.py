@@ -1,15 +1,17 @@
 """A worker's side of the handshake (protocol.py): start sshd, check in with the master, report mpirun's daemon
-on this host, and wait for the job's outcome, handing each of the master's messages to its handler. A
-parameter-server host checks in without ssh and runs the same session beside its own processes."""
+on this host, and wait for the job's outcome, handing each of the master's messages to its handler; answer
+the master's questions for the diagnosis (this host's report, its ranks' stacks). A parameter-server host checks
+in without ssh and runs the same session beside its own processes."""
 
 from __future__ import annotations
 
+import queue
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
@@ -18,6 +20,8 @@ from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_TIMEOUT_S, Co
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
 from sagemaker_mxnet_horovod.act.local_ranks import mpi_daemon_running, signal_local_ranks
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
+from sagemaker_mxnet_horovod.diagnose.host_report import report_now
+from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, read_memory
 from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError
 
 
@@ -26,10 +30,21 @@ class WorkerOutcome:
     exit_code: int
     failure: str | None
     master_user_failure: str | None = None  # what the user's program wrote to the master's failure file
+    lost_master: bool = False  # the master went silent or away: this host's ranks may still run
+
+
+@dataclass
+class HostDiagnostics:
+    """What the worker tells the master's diagnosis, and how it takes its own ranks' stacks."""
+
+    local_stacks: Callable[[str, str], dict[int, str]] | None = None  # (dump, reason) -> rank -> its stacks
+    stacks_wanted: queue.Queue = field(default_factory=queue.Queue)  # reasons to ask the master for a dump
+    memory_at_start: MemoryReading = field(default_factory=read_memory)
 
 
 def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline: float,
-                 stop_requested: threading.Event, failure_file: Path | None = None) -> WorkerOutcome:
+                 stop_requested: threading.Event, failure_file: Path | None = None,
+                 diagnostics: HostDiagnostics | None = None) -> WorkerOutcome:
     """Check in with the master, run sshd for its mpirun, and wait for the job's outcome. failure_file: this
     host's, whose text from the user's program the master gets with `bye`."""
     try:
@@ -41,7 +56,7 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
     connection = connect(master, port, deadline, source_address=sshd.listen_address)
     try:
         check_in(connection, master, current_host, sshd, launch_error, deadline)
-        return WorkerSession(connection, master, stop_requested, failure_file).run()
+        return WorkerSession(connection, master, stop_requested, failure_file, diagnostics).run()
     finally:
         connection.close()
 
@@ -89,10 +104,12 @@ class WorkerSession:
     """After the check-in: once a second, report mpirun's daemon here, then handle what the master sent."""
 
     def __init__(self, connection: Connection, master: str, stop_requested: threading.Event,
-                 failure_file: Path | None, on_stop: Callable[[int], object] = signal_local_ranks,
-                 reports_daemon: bool = True, bye_on_done: bool = True):
+                 failure_file: Path | None, diagnostics: HostDiagnostics | None = None,
+                 on_stop: Callable[[int], object] = signal_local_ranks, reports_daemon: bool = True,
+                 bye_on_done: bool = True):
         self.connection, self.master, self.stop_requested, self.failure_file = (
             connection, master, stop_requested, failure_file)
+        self.diagnostics = diagnostics or HostDiagnostics()
         # What the master's stop does here (an MPI worker signals its ranks), whether there is an MPI daemon to
         # report on, and whether `done` is acknowledged at once (a parameter-server host first ends its own
         # processes, then says bye itself).
@@ -101,11 +118,15 @@ class WorkerSession:
         self.stop_deadline: float | None = None
         self.launched = self.daemon_exited = False
         self.handlers = {"done": self.on_done, "reject": self.on_reject, "stop": self.on_stop,
-                         "heartbeat": self.on_heartbeat}
+                         "heartbeat": self.on_heartbeat, "report_request": self.on_report_request,
+                         "dump_stacks": self.on_dump_stacks}
 
     def run(self) -> WorkerOutcome:
         while True:
             self.report_daemon()
+            while not self.diagnostics.stacks_wanted.empty():
+                self.connection.send_quietly({"type": "stacks_wanted",
+                                              "reason": self.diagnostics.stacks_wanted.get_nowait()})
             if self.stop_requested.is_set() and self.stop_deadline is None:
                 # SageMaker stops every host at once; the master forwards the stop to the ranks and reports.
                 self.stop_deadline = time.monotonic() + STOP_GRACE_S
@@ -116,7 +137,7 @@ class WorkerSession:
             if message is None:
                 return WorkerOutcome(EXIT_FAILED, f"lost contact with the master {self.master}: it closed the "
                                                   "connection without reporting the job's result (it crashed or "
-                                                  "was killed)")
+                                                  "was killed)", lost_master=True)
             handler = self.handlers.get(message["type"])
             outcome = (handler(message) if handler else None) or self.overdue()
             if outcome:
@@ -158,12 +179,27 @@ class WorkerSession:
     def on_heartbeat(self, message: dict) -> None:
         self.last_heard = time.monotonic()
 
+    def on_report_request(self, message: dict) -> None:
+        report = report_now(self.diagnostics.memory_at_start)
+        self.connection.send_quietly({"type": "host_report", "report": report.to_message()})
+
+    def on_dump_stacks(self, message: dict) -> None:
+        """In a thread: taking the stacks waits for the ranks, and the master's messages keep coming."""
+        def answer() -> None:
+            dump, collect = str(message.get("dump")), self.diagnostics.local_stacks
+            ranks = collect(dump, str(message.get("reason"))) if collect else {}
+            self.connection.send_quietly({"type": "stacks", "dump": dump,
+                                          "ranks": {str(rank): text for rank, text in ranks.items()}})
+
+        threading.Thread(target=answer, name="stacks", daemon=True).start()
+
     def overdue(self) -> WorkerOutcome | None:
         """The master silent for too long, or a stop it has not reported on in time."""
         now = time.monotonic()
         if now - self.last_heard > HEARTBEAT_TIMEOUT_S:
             return WorkerOutcome(EXIT_FAILED, f"lost contact with the master {self.master}: no heartbeat for "
-                                              f"{HEARTBEAT_TIMEOUT_S:.0f} s (host down or network partition)")
+                                              f"{HEARTBEAT_TIMEOUT_S:.0f} s (host down or network partition)",
+                                 lost_master=True)
         if self.stop_deadline is not None and now > self.stop_deadline:
             return WorkerOutcome(EXIT_STOPPED, f"stopped by SIGTERM; the master {self.master} reported no result "
                                                "in time")

@@ -1,0 +1,41 @@
+"""env_rules.shm_size_check and shm_budget: the start log warns, with the fixes, when this host's /dev/shm is smaller
+than what the job needs there (its ranks per host, their data-loader workers, its GPUs); the plan keeps the
+budget for the diagnosis."""
+
+import dataclasses
+
+from plan_cases import config, plan
+from rule_cases import CPU2, GPU8, job
+from sagemaker_mxnet_horovod.plan.env_rules import shm_budget, shm_size_check
+
+MIB = 1 << 20
+DOCKER_DEFAULT = dataclasses.replace(CPU2, shm_bytes=64 * MIB)
+
+
+def test_rcnns_four_loader_workers_do_not_fit_dockers_default():
+    (warning,) = shm_size_check(job(facts=DOCKER_DEFAULT, sagemaker_program="faster_rcnn"))
+    assert warning.startswith("WARNING: /dev/shm is 64 MiB, less than the about 256 MiB (1 rank x 4 data-loader "
+                              "workers (num-workers) x 64 MiB) this job needs")
+    assert "--shm-size=1g" in warning and "fewer data-loader workers (num-workers)" in warning
+    assert shm_size_check(job(facts=DOCKER_DEFAULT, sagemaker_program="faster_rcnn", **{"num-workers": "0"})) == []
+
+
+def test_mnist_and_a_few_cpu_ranks_fit_and_say_nothing():
+    assert shm_size_check(job(facts=DOCKER_DEFAULT)) == []
+    assert shm_size_check(job(facts=DOCKER_DEFAULT, sagemaker_mpi_num_of_processes_per_host="2")) == []
+
+
+def test_a_users_num_workers_and_gpus_count():
+    budget = shm_budget(job(hosts=("algo-1", "algo-2"), facts=dataclasses.replace(GPU8, shm_bytes=64 * MIB),
+                            num_workers="2"))
+    assert (budget.need_bytes, budget.gpus, budget.loader_key) == (8 * 4 * MIB + 8 * 2 * 64 * MIB + 8 * 128 * MIB,
+                                                                   8, "num_workers")
+    assert "NCCL_SHM_DISABLE=1" in shm_size_check(job(hosts=("algo-1", "algo-2"),
+                                                      facts=dataclasses.replace(GPU8, shm_bytes=64 * MIB)))[0]
+
+
+def test_the_plan_keeps_the_budget_and_its_notes_the_warning():
+    planned = plan(config(hps={"sagemaker_program": "train.py", "sagemaker_submit_directory": "/opt/ml/code",
+                               "num_workers": "4"}), facts=DOCKER_DEFAULT)
+    assert (planned.shm.size_bytes, planned.shm.need_bytes) == (64 * MIB, 256 * MIB)
+    assert any(note.startswith("WARNING: /dev/shm is 64 MiB") for note in planned.notes)
