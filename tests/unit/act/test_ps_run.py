@@ -7,16 +7,22 @@ own roles, across real containers: tests/integration, tests/faults."""
 import dataclasses
 import json
 import os
+import signal
 import socket
 import sys
+import textwrap
 import threading
 import time
 
 import pytest
+import unit_paths
 from plan_cases import config, plan
 from sagemaker_mxnet_horovod import __version__
+from sagemaker_mxnet_horovod.act import ps_run
 from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
-from sagemaker_mxnet_horovod.diagnose import roles
+from sagemaker_mxnet_horovod.diagnose import host_report, roles
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
+from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
 
 SERVE = "import time\nwhile True: time.sleep(1)"  # a server or scheduler: runs until it is ended
@@ -156,7 +162,7 @@ def test_sigterm_stops_the_workers_first_and_the_job_exits_143(tmp_path):
     assert (tmp_path / "server.pid.seen").read_text() == "alive"
 
 
-def test_the_master_decides_from_another_hosts_report_and_tells_it(tmp_path):
+def test_the_master_decides_from_another_hosts_report_and_tells_it(tmp_path, capfd):
     port = free_port()
     p = plan(config(hosts=("algo-1", "localhost"), hps={**PS, "mpi_handshake_port": str(port)}))
     p = dataclasses.replace(p, processes=(role("scheduler", SERVE), role("server 0", SERVE), role("worker 0", SERVE)),
@@ -168,6 +174,9 @@ def test_the_master_decides_from_another_hosts_report_and_tells_it(tmp_path):
         peer.send(type="hello", host="localhost", version=__version__)
         seen["welcome"] = peer.receive()
         peer.send(type="failed", failure="worker 1 on localhost exited with code 1: ValueError: bad batch")
+        seen["asked"] = peer.receive()  # its memory, for the end-of-job line, before the verdict
+        peer.send(type="host_report", report=HostReport(MemoryReading(peak_bytes=3 << 30),
+                                                        MemoryReading(peak_bytes=3 << 30)).to_message())
         seen["done"] = peer.receive()
         peer.send(type="bye", user_failure="my own words")
         peer.close()
@@ -175,8 +184,78 @@ def test_the_master_decides_from_another_hosts_report_and_tells_it(tmp_path):
     threading.Thread(target=other_host, daemon=True).start()
     outcome, seconds = run(p, tmp_path)
     assert seen["welcome"] == {"type": "welcome"}  # no keys: nothing runs over ssh
+    assert seen["asked"] == {"type": "report_request"}
+    assert "localhost 3 GiB" in capfd.readouterr().err  # the peak memory line names every host's
     assert (seen["done"]["type"], seen["done"]["exit_code"]) == ("done", 1)
     assert seen["done"]["failure"] == "worker 1 on localhost exited with code 1: ValueError: bad batch"
     assert outcome.failure.cause == "worker 1 on localhost exited with code 1: ValueError: bad batch"
     assert outcome.failure.host == "localhost" and outcome.other_hosts_texts == (("localhost", "my own words"),)
     assert seconds < 20  # its own processes, which would serve forever, were ended
+
+
+def test_each_process_has_its_own_log_and_the_console_shows_the_chosen_workers(tmp_path, capfd):
+    code = "import os\nprint('epoch=1 of worker', os.environ['SMMH_WORKER_RANK'])"
+    p = one_host(tmp_path, code, workers=2)
+    workers = [dataclasses.replace(process, env={**process.env, "SMMH_WORKER_RANK": process.name.split()[1]})
+               for process in p.processes[2:]]
+    p = dataclasses.replace(p, processes=(*p.processes[:2], *workers), output_data_dir=str(tmp_path / "data"),
+                            console_ranks=frozenset({1}))
+    outcome, _ = run(p, tmp_path)
+    assert outcome.exit_code == 0
+    logs = tmp_path / "data" / "logs"
+    assert (logs / "algo-1-rank-0.log").read_text() == "epoch=1 of worker 0\n"  # as an MPI rank's log
+    assert (logs / "algo-1-rank-1.log").read_text() == "epoch=1 of worker 1\n"
+    assert {path.name for path in logs.iterdir()} == {"algo-1-rank-0.log", "algo-1-rank-1.log"}  # the others: silent
+    out = capfd.readouterr().out
+    assert "[worker 1] epoch=1 of worker 1" in out and "worker 0" not in out  # mpi_console_ranks=1
+
+
+def test_a_process_killed_while_the_oom_killer_counted_a_kill_is_named_out_of_memory(tmp_path, monkeypatch):
+    monkeypatch.setattr(ps_run, "read_memory", lambda: MemoryReading(limit_bytes=1 << 30, oom_kills=0))
+    monkeypatch.setattr(host_report, "read_memory", lambda: MemoryReading(limit_bytes=1 << 30, peak_bytes=1 << 30,
+                                                                          oom_kills=1))
+    outcome, _ = run(one_host(tmp_path, "import os\nos.kill(os.getpid(), 9)"), tmp_path)
+    assert outcome.exit_code == 137
+    assert outcome.failure.cause.startswith("algo-1 ran out of memory: the kernel's OOM killer killed worker 0 "
+                                            "(SIGKILL); container limit 1 GiB, peak usage 1 GiB of 1 GiB")
+
+
+# A worker blocked opening a FIFO nobody writes yet (native code), until the test lets it go. It says when it is
+# in wait_for_release (fifo + ".waiting"): a worker still importing when asked has other stacks.
+WAITING_WORKER = textwrap.dedent("""
+    import sys
+    def wait_for_release(fifo):
+        open(fifo + ".waiting", "w").close()
+        open(fifo).close()
+    wait_for_release(sys.argv[1])
+""")
+
+
+def test_sigusr1_writes_every_workers_stacks_and_the_job_goes_on(tmp_path):
+    (tmp_path / "train.py").write_text(WAITING_WORKER)
+    os.mkfifo(tmp_path / "release")
+    p = one_host(tmp_path, "")
+    worker = dataclasses.replace(p.processes[2], argv=(
+        sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", p.run_dir, str(tmp_path), "--",
+        sys.executable, str(tmp_path / "train.py"), str(tmp_path / "release")),
+        env={**p.processes[2].env, "SMMH_WORKER_RANK": "0"})
+    p = dataclasses.replace(p, processes=(*p.processes[:2], worker), output_data_dir=str(tmp_path / "data"))
+    problems = []
+
+    def ask_then_release() -> None:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "release.waiting").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGUSR1)  # what `train stacks` and `docker kill --signal USR1` send
+        while not list((tmp_path / "data" / "stacks").glob("*/summary.txt")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        problems.extend([] if time.monotonic() < deadline else ["no dump within 30 s"])
+        (tmp_path / "release").write_text("")  # opened for writing: the worker's open() returns
+
+    threading.Thread(target=ask_then_release, daemon=True).start()
+    started = time.monotonic()
+    outcome = ParameterServerRun(p, {**os.environ, "PYTHONPATH": str(unit_paths.SRC)}, "127.0.0.1",
+                                 tmp_path / "failure").run()
+    assert problems == [] and outcome.exit_code == 0 and time.monotonic() - started < 40
+    (dump,) = (tmp_path / "data" / "stacks").iterdir()
+    assert "in wait_for_release" in (dump / "algo-1-rank-0.txt").read_text()

@@ -1,8 +1,9 @@
 """This host's own processes, supervised together (a parameter-server host: its scheduler, servers and workers).
 
 Each starts in its own session with its own variables on top of the host's environment; its output passes
-through with its name in front ("[worker 1] epoch=1 ..."), its last stderr lines are kept, and its exit is
-reported as it happens (`on_exit`), so the host can act on the first one. Stopping is by role: workers first (a
+through with its name in front ("[worker 1] epoch=1 ..."), a worker's only when its rank is among the console's
+(mpi_console_ranks), and into its own log (ProcessLogs: output/data/logs/, as an MPI rank's); its last stderr lines
+are kept, and its exit is reported as it happens (`on_exit`), so the host can act on the first one. Stopping is by role: workers first (a
 program checkpoints on SIGTERM while the servers still serve it), then the rest, SIGKILL to any whose session
 outlives the grace.
 """
@@ -18,8 +19,10 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
+from sagemaker_mxnet_horovod.act.rank_output import RankLogs
+from sagemaker_mxnet_horovod.plan.backends.parameter_server import WORKER_RANK, LocalProcess
 
 TAIL_LINES = 20
 # After a process exits, how long its output may still take to arrive (a child it started can hold its pipes).
@@ -39,11 +42,32 @@ class ProcessExit:
     at: float  # time.monotonic()
 
 
+def worker_rank(process: LocalProcess) -> int | None:
+    return int(process.env[WORKER_RANK]) if process.role == "worker" and WORKER_RANK in process.env else None
+
+
+class ProcessLogs(RankLogs):
+    """<directory>/<host>-<process>.log for each of the host's processes, by its place in the plan: a worker's as
+    an MPI rank's (<host>-rank-<R>.log), a server's and the scheduler's by name (algo-1-server-0.log)."""
+
+    def __init__(self, directory: Path, host: str, processes: Sequence[LocalProcess]):
+        super().__init__(directory, ())
+        self.names = [f"{host}-rank-{rank}.log" if (rank := worker_rank(process)) is not None
+                      else f"{host}-{process.name.replace(' ', '-')}.log" for process in processes]
+
+    def path(self, index: int) -> Path:
+        return self.directory / self.names[index]
+
+
 class ProcessGroup:
     def __init__(self, processes: Sequence[LocalProcess], env: Mapping[str, str], cwd: str | None = None,
                  stderr_observers: Sequence[Callable[[int, str], None]] = (),
-                 on_exit: Callable[[ProcessExit], None] = lambda ended: None):
-        self.processes, self.env, self.cwd = tuple(processes), dict(env), cwd
+                 on_exit: Callable[[ProcessExit], None] = lambda ended: None,
+                 logs: ProcessLogs | None = None, console_ranks: Collection[int] | None = None):
+        self.processes, self.env, self.cwd, self.logs = tuple(processes), dict(env), cwd, logs
+        # Not on the console: the workers whose rank is not among console_ranks (None: every process is shown).
+        self.quiet = {index for index, process in enumerate(self.processes) if console_ranks is not None
+                      and worker_rank(process) is not None and worker_rank(process) not in console_ranks}
         self.stderr_observers = tuple(stderr_observers)  # callable(index, line) for each stderr line
         self.on_exit = on_exit  # called with each exit as it happens, from the thread that saw it
         self.popens: dict[int, subprocess.Popen] = {}
@@ -73,13 +97,16 @@ class ProcessGroup:
     def _pump(self, index: int, source, sink, is_stderr: bool) -> None:
         tag = f"[{self.processes[index].name}] ".encode()
         for line in iter(source.readline, b""):
-            try:
-                sink.write(tag + line)
-                sink.flush()
-            except (OSError, ValueError):
-                pass
+            if index not in self.quiet:
+                try:
+                    sink.write(tag + line)
+                    sink.flush()
+                except (OSError, ValueError):
+                    pass
+            text = line.decode("utf-8", "replace").rstrip("\n")
+            if self.logs:
+                self.logs.write(index, text)
             if is_stderr:
-                text = line.decode("utf-8", "replace").rstrip("\n")
                 with self.lock:
                     self.tails[index].append(text)
                     for observer in self.stderr_observers:

@@ -7,6 +7,11 @@ launcher is the job's: every host watches its processes (diagnose/roles.HostWatc
 which decides (diagnose/roles.JobWatch) and tells every host. Every event (a process's exit, a signal, a host's
 report, the master's verdict) reaches one loop through one queue, so each decision is taken in one place, and
 every wait in it has a deadline.
+
+As on the MPI path: each process's output goes to its own log in output/data/logs/ (a worker's console lines only
+for mpi_console_ranks); a process SIGKILLed while this host's OOM killer counted a kill is named as out of memory;
+the job's end logs every host's peak memory; SIGUSR1 to any host's launcher (or `train stacks`, or a worker's
+progress watch) writes every worker's Python stacks on every host (stacks.py), through the master.
 """
 
 from __future__ import annotations
@@ -18,19 +23,28 @@ import threading
 import time
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.cluster.master import Master
-from sagemaker_mxnet_horovod.act.cluster.worker import WorkerOutcome, WorkerSession, check_in_without_ssh
+from sagemaker_mxnet_horovod.act.cluster.worker import (
+    HostDiagnostics,
+    WorkerOutcome,
+    WorkerSession,
+    check_in_without_ssh,
+)
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
-from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup
+from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup, ProcessLogs
 from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
+from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause, peak_line, report_now
+from sagemaker_mxnet_horovod.diagnose.memory import oom_during, read_memory
 from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
 from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 END_GRACE_S = 10.0  # once the verdict is known, how long the processes still running get after SIGTERM
 TICK_S = 1.0  # the loop's longest wait without an event
+REPORT_TIMEOUT_S = 5.0  # how long the hosts' memory reports may take at the job's end (they answer at once)
 
 
 def log(message: str) -> None:
@@ -43,9 +57,14 @@ class ParameterServerRun:
         self.host, self.is_master = plan.current_host, plan.role == "master"
         self.events: queue.SimpleQueue = queue.SimpleQueue()  # put() is safe in a signal handler
         self.crash_log = CrashLog()
+        self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
+        self.output = Path(plan.output_data_dir) if plan.output_data_dir else None
         self.group = ProcessGroup(plan.processes, env, cwd=plan.processes[0].cwd if plan.processes else None,
                                   stderr_observers=(self.crash_log.observe, self.watch_returned),
-                                  on_exit=lambda ended: self.events.put(("exit", ended)))
+                                  on_exit=lambda ended: self.events.put(("exit", ended)),
+                                  logs=ProcessLogs(self.output / "logs", self.host, plan.processes) if self.output
+                                  else None, console_ranks=plan.console_ranks)
+        self.stacks_lock = threading.Lock()  # one dump at a time
         self.watch = HostWatch(self.host, [p.name for p in plan.processes if p.role == "worker"])
         self.job = JobWatch(plan.hosts, STOP_GRACE_S + END_GRACE_S) if self.is_master else None
         self.master: Master | None = None
@@ -77,12 +96,14 @@ class ParameterServerRun:
                                      deadline)
                 self.master.on_report = lambda host, message: self.events.put(("report", host, message))
                 self.master.on_worker_lost = lambda host, how: self.events.put(("lost", host, how))
+                self.master.on_stacks_wanted = self.dump_stacks_later
                 self.master.gather(None)
             elif not self.is_master:
                 connection = check_in_without_ssh(plan.master_host, plan.handshake_port, self.host, deadline,
                                                   self.bind_address or None)
+                diagnostics = HostDiagnostics(local_stacks=self.local_stacks, memory_at_start=self.memory_at_start)
                 self.session = WorkerSession(connection, plan.master_host, self.stop_requested, self.failure_file,
-                                             on_stop=lambda signum: self.events.put(("stop", signum)),
+                                             diagnostics, on_stop=lambda signum: self.events.put(("stop", signum)),
                                              reports_daemon=False, bye_on_done=False)
         except (ClusterError, OSError) as error:  # OSError: the master's end reset during the check-in
             return self.setup_failed(str(error))
@@ -106,6 +127,9 @@ class ParameterServerRun:
         session with the master runs beside them."""
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda number, _frame: self.events.put(("signal", number)))
+        # Asked for stacks on another host: the master asks every host, this one included.
+        stacks.serve_requests(self.plan.run_dir, self.session.diagnostics.stacks_wanted.put if self.session
+                              else self.dump_stacks, log)
         if self.session:
             threading.Thread(target=self.follow_master, daemon=True).start()
         self.started = time.monotonic()
@@ -141,6 +165,7 @@ class ParameterServerRun:
         """End what still runs on this host; the master tells every host first, then waits for their byes."""
         failure = verdict.failure
         code = failure.exit_code if failure else 0
+        self.log_peak_memory()
         if self.master:  # the hosts' ends from here on are the job's end, not losses
             self.master.broadcast_done(code, failure.render() if failure else None,
                                        read_user_failure(self.failure_file) if code else None)
@@ -169,6 +194,18 @@ class ParameterServerRun:
         ended = [self.group.ended[index] for index in still if index in self.group.ended]
         if ended:
             log("; ".join(f"{end.name} {describe_exit(end.returncode)}" for end in ended))
+        if self.group.logs:
+            self.group.logs.close()
+
+    def log_peak_memory(self) -> None:
+        """The master's end-of-job line: every host's peak memory (their sessions answer while they wait)."""
+        if not self.is_master:
+            return
+        reports = {self.host: report_now(self.memory_at_start)}
+        if self.master:
+            replies = self.master.ask_workers({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)
+            reports.update({host: HostReport.from_message(reply.get("report")) for host, reply in replies.items()})
+        log(peak_line(reports))
 
     # -----------------------------------------------------------------------------------------------------
     # Events
@@ -193,8 +230,13 @@ class ParameterServerRun:
 
     def process_ended(self, ended: ProcessExit, now: float) -> None:
         log(f"{ended.name} {describe_exit(ended.returncode)}")
+        cause = None
+        if ended.returncode == -signal.SIGKILL:
+            report = report_now(self.memory_at_start)
+            if oom_during(report.at_start, report.at_end):
+                cause = oom_cause(self.host, ended.name, report)
         self.watch.process_ended(ended.name, ended.role, ended.returncode, ended.tail, now,
-                                 self.crash_log.crash(ended.index))
+                                 self.crash_log.crash(ended.index), cause)
 
     def stop(self, signum: int, now: float, by_this_host: bool) -> None:
         """A stop (SageMaker's, or a spot interruption): the workers get the signal to checkpoint while the
@@ -268,3 +310,26 @@ class ParameterServerRun:
         if self.stopped_at is not None:
             deadlines.append(self.stopped_at + STOP_GRACE_S)
         return max(0.01, min([TICK_S, *(d - now for d in deadlines)]))
+
+    # -----------------------------------------------------------------------------------------------------
+    # Every worker's stacks (stacks.py)
+
+    def dump_stacks(self, reason: str) -> None:
+        """On the master: every host's, into the log and output/data/stacks/<dump>/."""
+        if self.output is None:
+            return
+        with self.stacks_lock:
+            stacks.dump_job(self.plan.run_dir, self.output / "stacks", self.host, self.plan.workers,
+                            self.master.ask_workers if self.master else None, reason, log, REPORT_TIMEOUT_S)
+
+    def dump_stacks_later(self, reason: str) -> None:
+        """From the cluster's thread, which must go on reading the hosts' messages."""
+        threading.Thread(target=self.dump_stacks, args=(reason,), name="stacks", daemon=True).start()
+
+    def local_stacks(self, dump: str, reason: str) -> dict[int, str]:
+        """On another host, when the master asks: this host's workers', into its log and output/data/stacks/."""
+        dump = dump if stacks.is_dump_name(dump) else stacks.dump_name(reason)
+        found = stacks.collect_local(self.plan.run_dir, dump)
+        if self.output is not None:
+            stacks.write_dump(self.output / "stacks", dump, {self.host: found}, reason, log)
+        return found

@@ -30,12 +30,15 @@ WORKERS_FINISH_TOGETHER_S = 30.0
 
 
 def role_failure(name: str, role: str, host: str, returncode: int, tail: Sequence[str],
-                 crash: NativeCrash | None = None) -> Failure:
+                 crash: NativeCrash | None = None, cause: str | None = None) -> Failure:
     """A process that ended the job: how it ended and its error line ("worker 1 on algo-2 exited with code 1:
-    ValueError: ..."); for a server or the scheduler, that it ended before the workers were done."""
+    ValueError: ..."); for a server or the scheduler, that it ended before the workers were done. cause: what
+    the host knows better (its OOM killer killed the process)."""
     # The job exits as the process did (as an MPI job exits as its first failing rank), 1 for an early exit 0.
     failure = replace(process_failure(name, host, returncode, tuple(tail), crash),
                       exit_code=exit_status(returncode) or EXIT_FAILED)
+    if cause:
+        return replace(failure, cause=cause)
     if role == "worker":
         return failure
     return replace(failure, cause=f"{failure.cause} before the workers were done (they wait for the {role} forever)")
@@ -93,14 +96,14 @@ class HostWatch:
         self.finished.setdefault(name, now)
 
     def process_ended(self, name: str, role: str, returncode: int, tail: Sequence[str], now: float,
-                      crash: NativeCrash | None = None) -> None:
+                      crash: NativeCrash | None = None, cause: str | None = None) -> None:
         if role == "worker":
             self.workers_exited[name] = returncode
             if returncode == 0:
                 self.finished.setdefault(name, now)
         if self.stopping or self.failure or (role == "worker" and returncode == 0):
             return  # after the first failure, the rest are its consequences
-        failure = role_failure(name, role, self.host, returncode, tail, crash)
+        failure = role_failure(name, role, self.host, returncode, tail, crash, cause)
         if role != "worker" and returncode == 0:
             self.role_done = self.role_done or (failure, now)
         else:

@@ -30,6 +30,8 @@ and while the job runs each host reports on its own processes, for the master to
   worker -> {"type": "workers_finished"}   all of its workers have finished (their script returned, or they exited 0)
   worker -> {"type": "workers_ended", "succeeded": B}   all of its worker processes have ended (B: all exited 0)
   worker -> {"type": "stopped", "signal": N}   it was stopped (SIGTERM): the master stops the job everywhere
+The diagnosis's messages (dump_stacks/stacks, stacks_wanted, report_request/host_report) are the same; the
+master asks for the hosts' reports once the verdict is known, before `done`.
 
 user_failure: what the user's program wrote to that host's /opt/ml/output/failure during the job (or null),
 so each host's failure file can show the text the user's program wrote on another host.
