@@ -17,11 +17,16 @@ on SageMaker. Layouts, alternating within each round so that a change in the mac
 Efficiency = throughput / (N x alone) (Horovod's definition) and / control (what N busy workers can do on this
 machine at all). The built-in programs' kvstore hyperparameter switches them between Horovod (kvstore horovod)
 and the parameter servers (kvstore dist_sync: the servers sum the gradients, each worker applies them).
-Throughput: MNIST's global samples/s of the steady epochs (the first left out), Faster R-CNN's (short side 320,
-random weights, synthetic COCO) global images/s of iterations 2..N from rank 0's log lines.
+Throughput: MNIST's global samples/s of the steady epochs (the first left out), Faster R-CNN's (ResNet-50 backbone,
+random weights, synthetic COCO, short side --short, 128 by default) global images/s of iterations 2..N from rank
+0's log lines. Faster R-CNN is the compute-heavier model, and its ResNet-50 backbone has far more parameters to
+exchange every step than MNIST's small CNN. At a short side of 320 one worker alone on a core trained 0.05
+images/s here, too slow for a run of every layout; a short side of 128 keeps every parameter (so every step's
+communication) and cuts the pixels to a sixth of 320's (a 40th of the training size's 800).
 
   python3 benchmarks/parameter_server_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
       [--workers 2 4] [--repeat 1] [--data path/to/mnist] [--train 6000] [--epochs 3] [--iterations 4]
+      [--short 128]
 """
 
 from __future__ import annotations
@@ -59,7 +64,8 @@ def placement(workers: int) -> tuple[dict, dict]:
 def program_hps(model: str, args) -> tuple[dict, list]:
     data = args.data_dir
     if model == "faster_rcnn":
-        hps = {"sagemaker_program": "faster_rcnn", "batch-size": "1", "short": "320", "pretrained-base": "false",
+        hps = {"sagemaker_program": "faster_rcnn", "batch-size": "1", "short": str(args.short),
+               "max-size": str(2 * args.short), "pretrained-base": "false",
                "num-workers": "0", "epochs": "1", "max-iterations-per-epoch": str(args.iterations),
                "log-interval": "1", "lr-warmup": "0", "resume": "false", "tensorboard": "false"}
         return hps, [Channel("train", data["faster_rcnn"])]
@@ -103,7 +109,7 @@ def report(rates: dict, args) -> None:
     print()
     print(f"Horovod vs parameter server in {args.image}: {args.repeat} round(s), medians; MNIST {args.epochs} "
           f"epochs of {args.train} samples, batch 64 per worker; Faster R-CNN {args.iterations} iterations (the "
-          f"first not timed), batch 1; load average at the end {load()}")
+          f"first not timed), batch 1, short side {args.short}; load average at the end {load()}")
     print(f"{'model':12s} {'workers':>7s} {'layout':12s} {'throughput':>11s} {'vs N x alone':>13s} {'vs control':>11s}")
     for model in args.models:
         for workers in args.workers:
@@ -127,6 +133,7 @@ def main() -> int:
     parser.add_argument("--train", type=int, default=6000, help="MNIST training samples")
     parser.add_argument("--epochs", type=int, default=3, help="MNIST epochs (the first not timed)")
     parser.add_argument("--iterations", type=int, default=4, help="Faster R-CNN iterations (the first not timed)")
+    parser.add_argument("--short", type=int, default=128, help="Faster R-CNN's image short side (training: 800)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("benchmark: needs at least 2 cores")
