@@ -1,14 +1,18 @@
 """MXNet's parameter servers across real containers (sagemaker_parameter_server_enabled=true): every host starts
 its own scheduler, servers and workers, no mpirun and no ssh; a user's dist_sync script (code/kvstore_sum.py) and
-the built-in MNIST with kvstore=dist_sync. Failures of each role: tests/faults (scenarios.py)."""
+the built-in MNIST with kvstore=dist_sync; what a first run shows, as for MPI jobs (every worker's stacks on
+demand, each process's log, the console's chosen workers, every host's peak memory). Failures of each role:
+tests/faults (scenarios.py)."""
 
 import json
+import os
 import re
 import subprocess
 
 import pytest
 from cluster_jobs import DOCKER, run
 from local_job import Channel, JobSpec, run_job
+from test_diagnostics_cluster import complete_dumps, wait_for
 
 PS = {"sagemaker_program": "kvstore_sum.py", "sagemaker_parameter_server_enabled": "true"}
 
@@ -55,6 +59,33 @@ def test_three_hosts_two_workers_each_and_two_servers(image, tmp_path):
     assert "train: started server 1, worker 2, worker 3" in result.hosts[1].logs
     assert "train: started worker 4, worker 5" in result.hosts[2].logs  # no server on the third host
     assert result.seconds < 90
+
+
+def test_stacks_on_demand_process_logs_and_peak_memory(image, tmp_path):
+    def ask_for_stacks_then_release(job) -> None:
+        roots = {host: tmp_path / "job" / host for host in ("algo-1", "algo-2")}
+        wait_for(lambda: all((root / "release").exists() for root in roots.values()), "both workers waiting")
+        job.signal("algo-2", "USR1")  # docker kill --signal USR1 on the other host: the master asks every host
+        wait_for(lambda: complete_dumps(roots["algo-1"]), "the master's dump")
+        for root in roots.values():
+            os.close(os.open(root / "release", os.O_WRONLY))  # the worker's open() returns: it goes on
+
+    result = run(image, tmp_path / "job", hps={**PS, "release-fifo": "/opt/ml/release", "mpi_console_ranks": "0",
+                                                "extra-steps": "3"}, during=ask_for_stacks_then_release)
+    assert result.during_error is None and result.exit_codes == [0, 0], result.describe()  # the job went on
+    master, other = result.hosts
+    (dump,) = complete_dumps(master.root)  # every worker on every host, in the master's output
+    assert sorted(p.name for p in dump.glob("*-rank-*.txt")) == ["algo-1-rank-0.txt", "algo-2-rank-1.txt"]
+    assert all("in wait_for_release" in p.read_text() for p in dump.glob("*-rank-*.txt"))
+    assert [d.name for d in complete_dumps(other.root)] == [dump.name]  # the other host writes its own too
+    assert "train: stacks of rank 1 on algo-2 (SIGUSR1, asked on algo-2):" in master.logs
+    logs = master.root / "output" / "data" / "logs"
+    assert "worker 0 (kvstore rank" in (logs / "algo-1-rank-0.log").read_text()
+    assert "worker 1 (kvstore rank" in (other.root / "output" / "data" / "logs" / "algo-2-rank-1.log").read_text()
+    assert "[worker 0] worker 0 (kvstore rank" in master.logs  # mpi_console_ranks=0
+    assert "[worker 1] worker 1 (kvstore rank" not in other.logs
+    peak = next(line for line in master.logs.splitlines() if line.startswith("train: peak memory: "))
+    assert "algo-1 " in peak and ", algo-2 " in peak and " of " in peak
 
 
 @pytest.fixture(scope="module")

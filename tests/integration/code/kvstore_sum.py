@@ -1,6 +1,7 @@
 """A tiny MXNet parameter-server script for launcher tests, as scripts for AWS's MXNet image are written
 (mx.kv.create('dist_sync'), training_utils.scheduler_host): push/pull sums, one record per worker, optional
-failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK)."""
+failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK); --release-fifo: each worker waits
+there (the stacks tests) before its extra steps."""
 
 import json
 import os
@@ -15,6 +16,14 @@ def option(name, default=None):
     """--name VALUE (a hyperparameter), else the default."""
     flag = "--" + name
     return sys.argv[sys.argv.index(flag) + 1] if flag in sys.argv[:-1] else default
+
+
+def wait_for_release(fifo):
+    """Block opening a FIFO until the test opens it for writing (the stacks tests look for this frame)."""
+    if not os.path.exists(fifo):
+        os.mkfifo(fifo)
+    print(f"worker {os.environ.get('SMMH_WORKER_RANK')}: waiting for release", flush=True)
+    open(fifo).close()
 
 
 kv = mx.kv.create(option("kvstore", "dist_sync"))
@@ -41,6 +50,8 @@ if option("fail-worker") is not None and int(option("fail-worker")) == worker:
         raise ValueError(f"worker {worker} was asked to fail")
     if mode == "exit0":
         os._exit(0)  # ends without the kvstore's barrier at exit: the others wait for its gradients forever
+if option("release-fifo"):
+    wait_for_release(option("release-fifo"))
 early = option("fail-worker") is not None and int(option("fail-worker")) == worker and option("fail-mode") == "return"
 # The others keep training, as real training would while a peer dies. "return": this worker has fewer steps (less
 # data): it returns and waits in ps-lite's barrier at exit, while the others wait for its gradients.

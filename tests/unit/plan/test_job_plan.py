@@ -521,4 +521,6 @@ def test_describe_a_parameter_server_host():
                                "SMMH_LOCAL_WORKERS=2 /opt/venv/bin/python -m sagemaker_mxnet_horovod.act.rank_env")
                for line in lines)
     assert not any(line.startswith("command:") for line in lines)
+    assert ("process logs: /opt/ml/output/data/logs/<host>-rank-<worker>.log (a server's, the scheduler's: "
+            "<host>-server-<n>.log, <host>-scheduler.log); console: every rank") in lines
     assert "DMLC_PS_ROOT_URI=algo-1" in next(line for line in lines if line.startswith("env: "))

@@ -146,6 +146,13 @@ def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
     return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
 
 
+def console(plan: Plan) -> str:
+    """Whose output reaches the console (mpi_console_ranks: a parameter-server job's workers by number)."""
+    if plan.console_ranks is None:
+        return "every rank"
+    return f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"
+
+
 def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
     """Human-readable plan, for `train --dry-run` and the start log."""
     slots = ", ".join(f"{h}:{plan.processes_per_host}" for h in plan.hosts)
@@ -163,12 +170,13 @@ def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
         lines.append(plan.roles)
     if plan.command:
         lines.append("command: " + shlex.join(plan.command))
-        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: "
-                     + ("every rank" if plan.console_ranks is None else
-                        f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"))
+        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: {console(plan)}")
     for process in plan.processes:
         variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in process.env.items())
         lines.append(f"process {process.name}: {variables} {shlex.join(process.argv)}")
+    if plan.processes:
+        lines.append(f"process logs: {plan.output_data_dir}/logs/<host>-rank-<worker>.log (a server's, the "
+                     f"scheduler's: <host>-server-<n>.log, <host>-scheduler.log); console: {console(plan)}")
     changed = {k: v for k, v in plan.env.items() if base_env.get(k) != v and not k.startswith("SM_")}
     if changed:
         lines.append("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items())))
