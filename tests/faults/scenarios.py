@@ -457,6 +457,14 @@ PS_SCENARIOS = [
              "time (30 s): each waits for the other forever", ps_worker_fault("return"), exits=(1, 1), fault="rank",
              toolkit=False,
              failure=r"^the workers on algo-2 finished, and those on algo-1 were still training 30 s later"),
+    Scenario("parameter server: a worker out of memory", "both fail; failure says algo-2 ran out of memory, "
+             "naming worker 1, the limit and the peak",
+             lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": "oom", "extra-steps": "600"},
+                                memory={"algo-2": "768m"}),
+             exits=(NONZERO, NONZERO), fault="rank", toolkit=False,
+             failure=r"^algo-2 ran out of memory: the kernel's OOM killer killed worker 1 \(SIGKILL\); container "
+                     r"limit 768 MiB, peak usage [\d.]+ MiB of 768 MiB",
+             worker_failure=r"^host algo-2: the job failed on algo-1: algo-2 ran out of memory"),
     Scenario("parameter server: a server killed", "both fail naming the server on algo-2 and SIGKILL",
              kill_ps_role("algo-2", "server"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^server 1 on algo-2 was killed by SIGKILL before the workers were done",

@@ -50,6 +50,11 @@ if option("fail-worker") is not None and int(option("fail-worker")) == worker:
         raise ValueError(f"worker {worker} was asked to fail")
     if mode == "exit0":
         os._exit(0)  # ends without the kvstore's barrier at exit: the others wait for its gradients forever
+    if mode == "oom":
+        # Grows until the container's memory limit: the kernel's OOM killer ends it (SIGKILL). Filled, not zeroed.
+        hoard = []
+        while True:
+            hoard.append(b"x" * (32 << 20))
 if option("release-fifo"):
     wait_for_release(option("release-fifo"))
 early = option("fail-worker") is not None and int(option("fail-worker")) == worker and option("fail-mode") == "return"
