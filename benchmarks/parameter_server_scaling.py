@@ -18,15 +18,16 @@ Efficiency = throughput / (N x alone) (Horovod's definition) and / control (what
 machine at all). The built-in programs' kvstore hyperparameter switches them between Horovod (kvstore horovod)
 and the parameter servers (kvstore dist_sync: the servers sum the gradients, each worker applies them).
 Throughput: MNIST's global samples/s of the steady epochs (the first left out), Faster R-CNN's (ResNet-50 backbone,
-random weights, synthetic COCO, short side --short, 128 by default) global images/s of iterations 2..N from rank
+random weights, synthetic COCO, short side --short, 192 by default) global images/s of iterations 2..N from rank
 0's log lines. Faster R-CNN is the compute-heavier model, and its ResNet-50 backbone has far more parameters to
 exchange every step than MNIST's small CNN. At a short side of 320 one worker alone on a core trained 0.05
-images/s here, too slow for a run of every layout; a short side of 128 keeps every parameter (so every step's
-communication) and cuts the pixels to a sixth of 320's (a 40th of the training size's 800).
+images/s here, too slow for a run of every layout; a short side of 192 keeps every parameter (so every step's
+communication) and cuts the pixels to about a third of 320's (a 17th of the training size's 800). Smaller fails:
+the RPN keeps 2000 proposals in training, more than a 128-pixel image has anchors.
 
   python3 benchmarks/parameter_server_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
       [--workers 2 4] [--repeat 1] [--data path/to/mnist] [--train 6000] [--epochs 3] [--iterations 4]
-      [--short 128]
+      [--short 192]
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def main() -> int:
     parser.add_argument("--train", type=int, default=6000, help="MNIST training samples")
     parser.add_argument("--epochs", type=int, default=3, help="MNIST epochs (the first not timed)")
     parser.add_argument("--iterations", type=int, default=4, help="Faster R-CNN iterations (the first not timed)")
-    parser.add_argument("--short", type=int, default=128, help="Faster R-CNN's image short side (training: 800)")
+    parser.add_argument("--short", type=int, default=192, help="Faster R-CNN's image short side (training: 800)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("benchmark: needs at least 2 cores")
