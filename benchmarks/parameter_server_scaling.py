@@ -120,7 +120,7 @@ def report(rates: dict, args) -> None:
                 rate = statistics.median(rates[(model, workers, layout)])
                 scaled = "-" if layout == "alone" else f"{rate / (workers * alone):.2f}"
                 versus = "-" if layout in ("alone", "control") else f"{rate / control:.2f}"
-                print(f"{model:12s} {workers:7d} {layout:12s} {rate:11.2f} {scaled:>13s} {versus:>11s}")
+                print(f"{model:12s} {workers:7d} {layout:12s} {rate:11.3f} {scaled:>13s} {versus:>11s}")
 
 
 def main() -> int:
@@ -159,7 +159,7 @@ def main() -> int:
                         before = load()
                         rate = throughput(model, layout, workers, args, tmp / f"run-{round_}-{model}-{workers}-{index}")
                         rates.setdefault((model, workers, layout), []).append(rate)
-                        print(f"round {round_ + 1} {model:12s} {workers} workers {layout:12s} {rate:10.2f}/s "
+                        print(f"round {round_ + 1} {model:12s} {workers} workers {layout:12s} {rate:10.3f}/s "
                               f"(load before {before}, after {load()})", flush=True)
     report(rates, args)
     return 0
