@@ -138,6 +138,7 @@ class JobSpec:
     code_dir: Path | None = None  # copied to each host's /opt/ml/code (sagemaker_submit_directory=/opt/ml/code)
     volumes: dict = field(default_factory=dict)  # host -> [(docker volume name, container path)]
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
+    cpus: dict = field(default_factory=dict)  # host -> docker --cpus (a share of its cpuset, e.g. "0.5")
     memory: dict = field(default_factory=dict)  # host -> docker --memory, the same --memory-swap (no swap): "768m"
     # /dev/shm of every host: Docker's default (64 MiB) is too small for DataLoader workers and NCCL; SageMaker's
     # hosts have many GiB. None: Docker's default.
@@ -440,6 +441,8 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
     if host in spec.cpusets:
         args += ["--cpuset-cpus", spec.cpusets[host]]
+    if host in spec.cpus:
+        args += ["--cpus", spec.cpus[host]]
     if host in spec.memory:
         args += ["--memory", spec.memory[host], "--memory-swap", spec.memory[host]]
     if spec.shm_size:

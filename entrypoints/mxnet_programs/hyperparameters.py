@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import sys
 
+from mxnet_programs.launch import KVSTORES
 from mxnet_programs.process import EXIT_USAGE, stderr_line
 
 
@@ -86,6 +87,16 @@ def positive_float(text):
 def list_text(text):
     """'17,23', or '[17, 23]': the sagemaker-training toolkit passes a JSON list hyperparameter that way."""
     return str(text).strip().removeprefix("[").removesuffix("]")
+
+
+def add_kvstore_argument(group):
+    """--kvstore, which every program takes through the shared skeleton (session.py); its launch rules:
+    mxnet_programs/launch.py."""
+    group.add_argument("--kvstore", default=None, choices=KVSTORES,
+                       help="how gradients are summed: horovod (Horovod over MPI, one rank per device); dist_sync or "
+                            "dist_device_sync (MXNet's parameter servers, which the launcher then runs); local or "
+                            "device (one process over all devices of one host) [default: horovod, or dist_sync when "
+                            "the launcher started the program as a parameter-server worker]")
 
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

@@ -61,6 +61,7 @@ def build_parser():
     p("--keep-checkpoints", type=hp.positive_int, default=2, help="how many checkpoints to keep")
     p("--tensorboard-dir", default=sm.SM_TENSORBOARD_DIR_DEFAULT, help="TensorBoard log dir")
     p("--tensorboard", type=hp.str2bool, default=True, help="write TensorBoard scalars (needs tensorboardX)")
+    hp.add_kvstore_argument(parser)
     return parser
 
 
@@ -68,7 +69,8 @@ def parse_config(argv=None, environ=None):
     """The frozen config: hyperparameters plus the resolved output dirs."""
     args = build_parser().parse_args(argv)
     model_dir, checkpoint_dir = sm.output_dirs(PROG, args.model_dir, args.checkpoint_dir, environ)
-    return hp.frozen_config("MnistConfig", args, model_dir=model_dir, checkpoint_dir=checkpoint_dir)
+    return hp.frozen_config("MnistConfig", args, model_dir=model_dir, checkpoint_dir=checkpoint_dir,
+                            kvstore=sm.kvstore(args.kvstore, environ))
 
 
 def build_net(mx):
@@ -251,10 +253,11 @@ def main(argv=None):
     def train(stop):
         config = parse_config(argv)
         env = sm.dist_env()
+        sm.check_single_process(PROG, f"--kvstore {config.kvstore}", config.kvstore, env)
         # Everything up to the Session is local: a bad input fails on every rank before any collective.
         plan = DataPlan(PROG, config.train_dir, config.test_dir, env, stop)
         first_train = plan.train_data(0)
         sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
-        MnistTraining(config, plan, first_train, Session(PROG, env, stop)).run()
+        MnistTraining(config, plan, first_train, Session(PROG, env, stop, kvstore=config.kvstore)).run()
 
     run_main(PROG, train)

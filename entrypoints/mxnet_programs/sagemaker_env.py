@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from mxnet_programs.launch import HOROVOD, PARAMETER_SERVER_KVSTORES, SINGLE_PROCESS_KVSTORES
 from mxnet_programs.process import ProgramError, warn
 
 SM_INPUT_DIR_DEFAULT = "/opt/ml/input"
@@ -37,6 +38,8 @@ _DIST_ENV_VARS = (
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
+    # A parameter-server worker: the launcher's numbering (plan/backends/parameter_server.py), ps-lite's count.
+    ("SMMH_WORKER_RANK", "DMLC_NUM_WORKER", "SMMH_LOCAL_WORKER_RANK", "SMMH_LOCAL_WORKERS"),
 )
 
 
@@ -54,6 +57,43 @@ def dist_env(environ=None):
                                    f"{size_var}={environ[size_var]!r}") from None
             return DistEnv(rank, size, local_rank, local_size)
     return DistEnv()
+
+
+def kvstore(requested, environ=None):
+    """The kvstore a program trains with: --kvstore, else dist_sync when the launcher started it as a
+    parameter-server worker (DMLC_ROLE=worker), else horovod. A kvstore that cannot work in how the program was
+    started is an error, before anything is loaded."""
+    environ = os.environ if environ is None else environ
+    worker = environ.get("DMLC_ROLE") == "worker"
+    chosen = requested or ("dist_sync" if worker else HOROVOD)
+    if chosen == "dist_async":
+        raise ProgramError("--kvstore dist_async: the built-in programs keep every worker in step (equal steps per "
+                           "epoch, the stop vote, checkpoints of the optimizer's state), which asynchronous updates "
+                           "on the servers do not allow; use dist_sync (or your own script: the launcher runs any "
+                           "kvstore)")
+    if chosen in PARAMETER_SERVER_KVSTORES and not worker:
+        raise ProgramError(f"--kvstore {chosen} trains with MXNet's parameter servers, but this process was not "
+                           "started as their worker (no DMLC_ROLE=worker): the launcher starts them for kvstore "
+                           "dist_* or sagemaker_parameter_server_enabled=true")
+    if worker and chosen not in PARAMETER_SERVER_KVSTORES:
+        raise ProgramError(f"--kvstore {chosen}, but the launcher started this process as a parameter-server worker "
+                           "(sagemaker_parameter_server_enabled=true): use --kvstore dist_sync or dist_device_sync")
+    return chosen
+
+
+def check_single_process(prog, setting, kvstore, env, environ=None):
+    """local and device kvstores are one process on one host (their launch rule, launch.py, is the launcher's;
+    this is the program's own check of it, for a program started some other way): refused for a multi-host job
+    or several ranks, before anything is loaded."""
+    if kvstore not in SINGLE_PROCESS_KVSTORES:
+        return
+    hosts = job_hosts(environ)
+    what = SINGLE_PROCESS_KVSTORES[kvstore]
+    if len(hosts) > 1:
+        raise ProgramError(f"{setting} runs {what}, but this job spans {len(hosts)} hosts ({', '.join(hosts)}): use "
+                           "kvstore horovod or dist_sync for multi-host training, or a single instance")
+    if env.size > 1:
+        raise ProgramError(f"{setting} runs {what}, but {env.size} ranks were launched")
 
 
 def limit_cpu_threads(local_size, environ=None):

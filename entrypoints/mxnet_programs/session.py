@@ -1,6 +1,7 @@
 """One rank's training session, the MXNet side of the skeleton every program shares.
 
-Horovod, or a single-process stand-in when a program runs as one process without it; rank-0 logging and
+Horovod, MXNet's distributed kvstore (a parameter-server worker: kvstore_workers.py), or a single-process
+stand-in when a program runs as one process without either; rank-0 logging and
 TensorBoard; collectives that cost nothing in one process; resume from and save to numbered checkpoints;
 the SIGTERM stop vote; the orderly stop. Imports MXNet: create it after the input has been checked.
 
@@ -15,6 +16,7 @@ import tempfile
 import time
 
 from mxnet_programs.checkpoints import CheckpointManager
+from mxnet_programs.launch import HOROVOD, PARAMETER_SERVER_KVSTORES
 from mxnet_programs.metrics import TensorBoardWriter
 from mxnet_programs.process import ProgramError, Stopped, log, warn
 
@@ -40,11 +42,9 @@ class SingleProcessHorovod:
         return 1
 
 
-def import_horovod(prog, env, use_horovod=True):
-    """horovod.mxnet, initialised, or the stand-in: when `use_horovod` is false, or when Horovod cannot be
-    imported in a single-process run (several ranks without Horovod is an error)."""
-    if not use_horovod:
-        return SingleProcessHorovod()
+def import_horovod(prog, env):
+    """horovod.mxnet, initialised, or the stand-in when Horovod cannot be imported in a single-process run
+    (several ranks without Horovod is an error)."""
     try:
         import horovod.mxnet as hvd
     except ImportError as exc:
@@ -60,14 +60,33 @@ def import_horovod(prog, env, use_horovod=True):
     return hvd
 
 
+def collectives(prog, env, kvstore, mx):
+    """What the ranks reach each other through: Horovod, the parameter servers, or nothing (one process)."""
+    if kvstore == HOROVOD:
+        return import_horovod(prog, env)
+    if kvstore in PARAMETER_SERVER_KVSTORES:
+        from mxnet_programs.kvstore_workers import KVStoreWorkers
+
+        workers = KVStoreWorkers(mx, kvstore, env)
+        workers.init()
+        return workers
+    return SingleProcessHorovod()
+
+
 class Session:
-    def __init__(self, prog, env, stop, use_horovod=True):
+    def __init__(self, prog, env, stop, kvstore=HOROVOD):
+        """kvstore: horovod, a dist_* kvstore (a parameter-server worker), or local/device (one process)."""
         import mxnet as mx
         import numpy as np
 
         self.mx, self.np, self.prog, self.stop = mx, np, prog, stop
-        self.hvd = import_horovod(prog, env, use_horovod)
-        self.uses_horovod = not isinstance(self.hvd, SingleProcessHorovod)
+        self.kvstore = kvstore
+        self.hvd = collectives(prog, env, kvstore, mx)
+        self.uses_horovod = kvstore == HOROVOD and not isinstance(self.hvd, SingleProcessHorovod)
+        self.uses_parameter_servers = kvstore in PARAMETER_SERVER_KVSTORES
+        # One device per process under Horovod, or with several parameter-server workers per host; one process
+        # over every device of its host otherwise.
+        self.one_device_per_rank = self.uses_horovod or (self.uses_parameter_servers and env.local_size > 1)
         self.rank, self.size, self.local_rank = self.hvd.rank(), self.hvd.size(), self.hvd.local_rank()
         self.distributed = self.size > 1
         self.tb = TensorBoardWriter(None, enabled=False)
@@ -103,11 +122,19 @@ class Session:
             self.hvd.broadcast_parameters(params, root_rank=0)
 
     def trainer(self, params, optimizer, optimizer_params, kvstore=None, gradient_groups=0):
-        """Horovod's DistributedTrainer (gradients averaged over ranks), else a Gluon Trainer: with
-        `kvstore` ("device" or "local") when one process drives several devices. `gradient_groups`: Horovod's
-        num_groups (0: one allreduce per parameter, each started as soon as its gradient is ready)."""
+        """Horovod's DistributedTrainer (gradients averaged over ranks), a Gluon Trainer over the parameter
+        servers, else a Gluon Trainer: with `kvstore` ("device" or "local") when one process drives several
+        devices. `gradient_groups`: Horovod's num_groups (0: one allreduce per parameter, each started as soon as
+        its gradient is ready)."""
         if self.uses_horovod:
             return self.hvd.DistributedTrainer(params, optimizer, optimizer_params, num_groups=gradient_groups)
+        if self.uses_parameter_servers:
+            # The servers sum the workers' gradients; each worker applies them (its optimizer state stays its
+            # own, so checkpoints hold it), averaged over the workers as Horovod's DistributedTrainer does.
+            trainer = self.mx.gluon.Trainer(params, optimizer, optimizer_params, kvstore=self.hvd.kv,
+                                            update_on_kvstore=False)
+            trainer._scale /= self.size
+            return trainer
         return self.mx.gluon.Trainer(params, optimizer, optimizer_params, kvstore=kvstore,
                                      update_on_kvstore=False if kvstore else None)
 

@@ -383,6 +383,109 @@ def stranger_scenario(name: str, stranger: Stranger) -> Scenario:
                     toolkit=False)  # this launcher's handshake
 
 
+# Parameter-server jobs (sagemaker_parameter_server_enabled=true): the user's dist_sync script, each host's own
+# scheduler, servers and workers, no mpirun. ps-lite leaves every other process waiting forever when one ends.
+
+# Inside a container: SIGKILL the process of a role (its DMLC_ROLE; servers and the scheduler run `import mxnet`).
+KILL_ROLE = """
+import os, signal, sys
+role = sys.argv[1]
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    if f"DMLC_ROLE={role}".encode() in environ:
+        os.kill(int(pid), signal.SIGKILL)
+        print("killed", role, pid)
+        break
+else:
+    sys.exit(f"no {role} process")
+"""
+
+
+def ps_job(ctx: Context, hps=None, **spec) -> JobSpec:
+    hyperparameters = {"sagemaker_program": "kvstore_sum.py", "sagemaker_submit_directory": "/opt/ml/code",
+                       "sagemaker_parameter_server_enabled": "true", "mpi_peer_timeout_s": "60", **(hps or {})}
+    return JobSpec(image=ctx.image, hosts=2, hyperparameters=hyperparameters, code_dir=CODE_DIR,
+                   timeout_s=JOB_TIMEOUT_S, **spec)
+
+
+def ps_worker_fault(mode: str):
+    """Worker 1 (on algo-2) fails after its first sum while worker 0 keeps pushing."""
+    return lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": mode, "extra-steps": "600"})
+
+
+def kill_ps_role(host: str, role: str):
+    """Once worker 0 has its first sum (training under way), SIGKILL `role`'s process on `host`."""
+
+    def inject(job: RunningJob) -> None:
+        job.wait_for_log("algo-1", "worker 0 (kvstore rank", timeout=120)
+        job.mark_fault()
+        job.exec(host, "python", "-c", KILL_ROLE, role)
+
+    return lambda ctx: ps_job(ctx, hps={"extra-steps": "600"}, during=inject)
+
+
+def kill_when_ps_training(host: str):
+    """Once worker 0 has its first sum, SIGKILL `host`'s container."""
+    def inject(job: RunningJob) -> None:
+        job.wait_for_log("algo-1", "worker 0 (kvstore rank", timeout=120)
+        job.signal(host, "KILL")
+
+    return inject
+
+
+def sigterm_during_ps_mnist(ctx: Context) -> JobSpec:
+    """StopTrainingJob on a parameter-server job: SIGTERM to every host once worker 0 has logged a batch."""
+
+    def inject(job: RunningJob) -> None:
+        job.wait_for_log("algo-1", "batch=", timeout=120)
+        job.mark_fault()
+        for host in ("algo-1", "algo-2"):
+            job.signal(host, "TERM")
+
+    return mnist_job(ctx, hps={"epochs": "50", "log-interval": "5", "kvstore": "dist_sync"}, during=inject)
+
+
+PS_SCENARIOS = [
+    Scenario("parameter server: a worker raises", "both fail; failure names worker 1 on algo-2 and the exception",
+             ps_worker_fault("raise"), exits=(1, 1), fault="rank", toolkit=False,
+             failure=r"^worker 1 on algo-2 exited with code 1: ValueError: worker 1 was asked to fail",
+             worker_failure=r"^host algo-2: the job failed on algo-1: worker 1 on algo-2 exited with code 1"),
+    Scenario("parameter server: a worker with fewer steps returns early", "both fail within the workers' finishing "
+             "time (30 s): each waits for the other forever", ps_worker_fault("return"), exits=(1, 1), fault="rank",
+             toolkit=False,
+             failure=r"^the workers on algo-2 finished, and those on algo-1 were still training 30 s later"),
+    Scenario("parameter server: a worker out of memory", "both fail; failure says algo-2 ran out of memory, "
+             "naming worker 1, the limit and the peak",
+             lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": "oom", "extra-steps": "600"},
+                                memory={"algo-2": "768m"}),
+             exits=(NONZERO, NONZERO), fault="rank", toolkit=False,
+             failure=r"^algo-2 ran out of memory: the kernel's OOM killer killed worker 1 \(SIGKILL\); container "
+                     r"limit 768 MiB, peak usage [\d.]+ MiB of 768 MiB",
+             worker_failure=r"^host algo-2: the job failed on algo-1: algo-2 ran out of memory"),
+    Scenario("parameter server: a server killed", "both fail naming the server on algo-2 and SIGKILL",
+             kill_ps_role("algo-2", "server"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
+             failure=r"^server 1 on algo-2 was killed by SIGKILL before the workers were done",
+             worker_failure=r"^host algo-2: the job failed on algo-1: server 1 on algo-2 was killed by SIGKILL"),
+    Scenario("parameter server: the scheduler killed", "both fail naming the scheduler on algo-1 and SIGKILL",
+             kill_ps_role("algo-1", "scheduler"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
+             failure=r"^scheduler on algo-1 was killed by SIGKILL before the workers were done",
+             worker_failure=r"^host algo-2: the job failed on algo-1: scheduler on algo-1 was killed"),
+    Scenario("parameter server: the scheduler never starts", "both fail naming the scheduler: its port (_ps_port) "
+             "is the handshake's", lambda ctx: ps_job(ctx, hps={"_ps_port": "7420"}), exits=(NONZERO, NONZERO),
+             toolkit=False, max_seconds=45, failure=r"^scheduler on algo-1 .*before the workers were done"),
+    Scenario("parameter server: a host's container killed", "the master stops the job, names algo-2",
+             lambda ctx: ps_job(ctx, hps={"extra-steps": "600"}, during=kill_when_ps_training("algo-2")),
+             exits=(1, KILLED), fault="injected", toolkit=False,
+             failure=r"^host algo-2 went away during the job"),
+    Scenario("parameter server: SIGTERM to every host", "as StopTrainingJob: the workers checkpoint, both exit 143",
+             sigterm_during_ps_mnist, exits=(143, 143), fault="injected", max_seconds=120, toolkit=False,
+             failure=r"^stopped by SIGTERM", check=checkpoint_saved_on_stop),
+]
+
+
 SCENARIOS = [
     Scenario("worker container never starts", "master fails naming algo-2 within the peer timeout (10 s)",
              lambda ctx: allreduce_job(ctx, hps={"mpi_peer_timeout_s": "10"}, skip_hosts=("algo-2",)),
@@ -528,6 +631,7 @@ SCENARIOS = [
              failure=r"^cluster setup failed on master algo-1: worker algo-3: sshd on algo-3 did not start",
              worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: the job ended before algo-2 "
                             r"checked in: cluster setup failed on master algo-1: worker algo-3: sshd on algo-3"),
+    *PS_SCENARIOS,
 ]
 
 

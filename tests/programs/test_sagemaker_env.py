@@ -83,3 +83,43 @@ def test_job_hosts_from_sm_hosts_or_the_distribution_groups():
     assert sm.job_hosts(dict(groups, SM_CURRENT_HOST="algo-3")) == ["algo-3"]
     with pytest.raises(ProgramError, match="SM_HOSTS must be a JSON list"):
         sm.job_hosts({"SM_HOSTS": '"algo-1"'})
+
+
+def test_dist_env_of_a_parameter_server_worker_is_the_launchers_numbering():
+    env = sm.dist_env({"DMLC_ROLE": "worker", "DMLC_NUM_WORKER": "4", "SMMH_WORKER_RANK": "3",
+                       "SMMH_LOCAL_WORKER_RANK": "1", "SMMH_LOCAL_WORKERS": "2"})
+    assert (env.rank, env.size, env.local_rank, env.local_size) == (3, 4, 1, 2)
+
+
+WORKER = {"DMLC_ROLE": "worker"}
+
+
+@pytest.mark.parametrize("requested,environ,chosen", [
+    (None, {}, "horovod"),
+    (None, WORKER, "dist_sync"),  # sagemaker_parameter_server_enabled=true with a built-in program
+    ("dist_device_sync", WORKER, "dist_device_sync"),
+    ("local", {}, "local"),
+])
+def test_kvstore_by_default_follows_how_the_program_was_started(requested, environ, chosen):
+    assert sm.kvstore(requested, environ) == chosen
+
+
+@pytest.mark.parametrize("requested,environ,message", [
+    ("dist_sync", {}, "--kvstore dist_sync trains with MXNet's parameter servers, but this process was not started "
+                      "as their worker"),
+    ("horovod", WORKER, "--kvstore horovod, but the launcher started this process as a parameter-server worker"),
+    ("dist_async", WORKER, "--kvstore dist_async: the built-in programs keep every worker in step"),
+])
+def test_kvstore_that_cannot_work_is_an_error(requested, environ, message):
+    with pytest.raises(ProgramError, match=message):
+        sm.kvstore(requested, environ)
+
+
+def test_local_and_device_kvstores_are_one_process_on_one_host():
+    sm.check_single_process("mnist", "--kvstore local", "local", sm.DistEnv(), {"SM_HOSTS": '["algo-1"]'})
+    sm.check_single_process("mnist", "--kvstore dist_sync", "dist_sync", sm.DistEnv(0, 4, 0, 2), {})
+    with pytest.raises(ProgramError, match="--kvstore device runs one process over all devices of the host, .*"
+                                           "but this job spans 2 hosts"):
+        sm.check_single_process("mnist", "--kvstore device", "device", sm.DistEnv(), {"SM_HOSTS": '["a", "b"]'})
+    with pytest.raises(ProgramError, match="but 2 ranks were launched"):
+        sm.check_single_process("mnist", "--kvstore local", "local", sm.DistEnv(0, 2, 0, 2), {})

@@ -25,16 +25,17 @@ def test_without_horovod_one_process_gets_the_stand_in_and_a_warning(monkeypatch
         sess.import_horovod("prog", DistEnv(0, 2, 0, 2))
 
 
-def test_horovod_false_never_imports_it(monkeypatch, capsys):
+@pytest.mark.parametrize("kvstore", ["local", "device"])
+def test_a_local_kvstore_never_imports_horovod(monkeypatch, capsys, kvstore):
     monkeypatch.setitem(sys.modules, "horovod", None)
-    assert isinstance(sess.import_horovod("prog", DistEnv(), use_horovod=False), sess.SingleProcessHorovod)
+    assert isinstance(sess.collectives("prog", DistEnv(), kvstore, None), sess.SingleProcessHorovod)
     assert capsys.readouterr().err == ""
 
 
 @pytest.fixture
 def session(tmp_path):
     pytest.importorskip("mxnet", reason="needs mxnet: run inside the image (make image-tests)")
-    s = sess.Session("prog", DistEnv(), StopRequest(), use_horovod=False)
+    s = sess.Session("prog", DistEnv(), StopRequest(), kvstore="local")
     yield s
     s.close()
 
@@ -45,6 +46,7 @@ def test_collectives_in_one_process_are_the_local_values(session):
     assert session.broadcast_object({"a": 1}, "x") == {"a": 1}
     assert session.allgather_object(7, "x") == [7]
     assert not session.uses_horovod and (session.rank, session.size, session.distributed) == (0, 1, False)
+    assert not session.uses_parameter_servers and not session.one_device_per_rank
 
 
 def test_stop_vote_in_one_process_reads_the_flag(session):

@@ -26,14 +26,16 @@ def v2_mxnet(args) -> str:
     if args.distribution == "mpi":
         distribution = {"mpi": {"enabled": True, "processes_per_host": args.processes_per_host,
                                 "custom_mpi_options": args.custom_mpi_options}}
+        entry_point = "train_hvd.py"
     else:
         distribution = {"parameter_server": {"enabled": True}}
-    estimator = MXNet(entry_point="train_hvd.py", source_dir=args.source_dir, image_uri=args.image,
+        entry_point = "train_ps.py"
+    estimator = MXNet(entry_point=entry_point, source_dir=args.source_dir, image_uri=args.image,
                       framework_version="1.9.0", py_version="py38", role=ROLE, instance_count=2,
                       instance_type="local", hyperparameters=HYPERPARAMETERS, distribution=distribution,
                       output_path=f"file://{os.path.abspath(args.output)}", sagemaker_session=session)
     if args.print_hyperparameters:  # what CreateTrainingJob would carry, without running the job
-        estimator._prepare_for_training(job_name="hvd-user-script")
+        estimator._prepare_for_training(job_name="hvd-user-script" if args.distribution == "mpi" else "ps-user-script")
         print(json.dumps(estimator.hyperparameters()))
         raise SystemExit(0)
     estimator.fit({"train": f"file://{os.path.abspath(args.train)}"})

@@ -98,8 +98,14 @@ def plan_job(config: TrainingConfig, facts: HostFacts, env: dict, paths: Paths) 
 
 
 def act(plan: Plan, env: dict, paths: Paths, facts: HostFacts) -> Outcome:
-    """This host's part of the job: serve the master's mpirun (a worker), or run the job's command."""
+    """This host's part of the job: its own processes with the parameter server; else serve the master's mpirun
+    (a worker), or run the job's command."""
     bind_address = next((ip for name, ip in facts.interface_addresses if name == plan.interface), "")
+    if plan.backend == "parameter_server":
+        from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
+        from sagemaker_mxnet_horovod.plan.job_plan import rank_environment
+
+        return ParameterServerRun(plan, rank_environment(plan, env), bind_address, paths.failure_file).run()
     if plan.role == "worker":
         from sagemaker_mxnet_horovod.act.worker_run import run_worker
 

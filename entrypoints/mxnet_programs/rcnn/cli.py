@@ -89,7 +89,8 @@ def build_parser(model):
                    help="one process per device under MPI with Horovod; false: one process over all devices of "
                         "a single host with MXNet's kvstore")
     g.add_argument("--kv-store", default="device", choices=["device", "local"],
-                   help="kvstore for --horovod false")
+                   help="kvstore for --horovod false (the same as --kvstore device|local)")
+    hp.add_kvstore_argument(g)
 
     g = parser.add_argument_group("validation, checkpoints and logs")
     g.add_argument("--val-interval", type=hp.positive_int, default=1,
@@ -158,6 +159,17 @@ def check_distribution(horovod, env, environ=None):
         raise ProgramError(f"--horovod false runs {what}, but {env.size} ranks were launched")
 
 
+def choose_kvstore(args, environ):
+    """--kvstore (sagemaker_env.kvstore); --horovod false is --kvstore with --kv-store's value (device or local),
+    which another --kvstore contradicts."""
+    if args.horovod:
+        return sm.kvstore(args.kvstore, environ)
+    if args.kvstore not in (None, args.kv_store):
+        raise ProgramError(f"--horovod false trains with --kv-store {args.kv_store}, but --kvstore is "
+                           f"{args.kvstore}: pass one of them")
+    return args.kv_store
+
+
 def parse_config(model, argv=None, environ=None):
     """The frozen config: the hyperparameters with every path resolved (flag, env, SageMaker default)."""
     environ = os.environ if environ is None else environ
@@ -168,7 +180,7 @@ def parse_config(model, argv=None, environ=None):
         "RcnnConfig", args, model_dir=model_dir, checkpoint_dir=checkpoint_dir,
         output_data_dir=sm.resolve_path(args.output_data_dir, "SM_OUTPUT_DATA_DIR", sm.SM_OUTPUT_DATA_DIR_DEFAULT,
                                         environ),
-        train_channel=train_channel, train_dir=train_dir,
+        kvstore=choose_kvstore(args, environ), train_channel=train_channel, train_dir=train_dir,
         val_dir_explicit=bool(args.val_dir) or sm.channel_exists("val", environ),
         val_dir=sm.channel_dir("val", args.val_dir, environ),
         pretrained_dir=sm.channel_dir("pretrained", args.pretrained_dir, environ))

@@ -40,8 +40,9 @@ class RcnnTraining:
         import gluoncv
 
         self.gcv = gluoncv
-        # Horovod: one device per rank; one process without Horovod drives every device of its host.
-        if session.uses_horovod:
+        # Horovod: one device per rank; one process over every device of its host otherwise (with several
+        # parameter-server workers per host, one device each).
+        if session.one_device_per_rank:
             self.ctx = [mx.gpu(session.local_rank)] if num_gpus else [mx.cpu()]
         else:
             self.ctx = [mx.gpu(i) for i in range(num_gpus)] or [mx.cpu()]
@@ -61,8 +62,8 @@ class RcnnTraining:
         optimizer_params = {"learning_rate": self.base_lr, "wd": config.wd, "momentum": config.momentum}
         if config.amp:
             optimizer_params["multi_precision"] = True
-        self.trainer = session.trainer(self.net.collect_train_params(), "sgd", optimizer_params,
-                                       kvstore=config.kv_store if len(self.ctx) > 1 else None)
+        local_kvstore = config.kvstore if config.kvstore in ("device", "local") and len(self.ctx) > 1 else None
+        self.trainer = session.trainer(self.net.collect_train_params(), "sgd", optimizer_params, kvstore=local_kvstore)
         if self.amp is not None:
             self.amp.init_trainer(self.trainer)
         self.train_step = TrainStep(mx, model, self.net, self.trainer, self.ctx, self.amp)
@@ -304,6 +305,7 @@ def main(model, argv=None):
         config = cli.parse_config(model, argv)
         env = sm.dist_env()
         cli.check_distribution(config.horovod, env)
+        sm.check_single_process(model.prog, f"--kvstore {config.kvstore}", config.kvstore, env)
         # Everything up to the Session is local: a bad input fails on every rank before MPI is initialised.
         # Local rank 0 reads and checks the channels for its host's ranks: one read of the annotations per host
         # (a FastFile channel streams each first read from S3).
@@ -317,7 +319,7 @@ def main(model, argv=None):
 
             workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, len(os.sched_getaffinity(0)))
             config = dataclasses.replace(config, num_workers=workers)
-        session = Session(model.prog, env, stop, use_horovod=config.horovod)
+        session = Session(model.prog, env, stop, kvstore=config.kvstore)
         RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
 
     run_main(model.prog, train)

@@ -115,3 +115,14 @@ def test_loader_workers_default_to_the_cores_a_gpu_rank_leaves_free():
     assert launch.default_loader_workers(gpu_count=0, ranks_per_host=2, cores=2) == launch.CPU_LOADER_WORKERS == 4
     assert cli.parse_config(FASTER, [], {}).num_workers is None  # resolved by training.main, once MXNet is in
     assert cli.parse_config(FASTER, ["--num-workers", "0"], {}).num_workers == 0
+
+
+def test_kvstore_and_horovod_false():
+    config = cli.parse_config(FASTER, ["--kvstore", "dist_sync"], {"DMLC_ROLE": "worker"})
+    assert config.kvstore == "dist_sync"
+    assert cli.parse_config(FASTER, [], {}).kvstore == "horovod"
+    assert cli.parse_config(FASTER, [], {"DMLC_ROLE": "worker"}).kvstore == "dist_sync"
+    assert cli.parse_config(FASTER, ["--horovod", "false", "--kv-store", "local"], {}).kvstore == "local"
+    assert cli.parse_config(FASTER, ["--horovod", "false", "--kvstore", "device"], {}).kvstore == "device"
+    with pytest.raises(ProgramError, match="--horovod false trains with --kv-store device, but --kvstore is dist_sync"):
+        cli.parse_config(FASTER, ["--horovod", "false", "--kvstore", "dist_sync"], {"DMLC_ROLE": "worker"})

@@ -15,7 +15,6 @@ import time
 import pytest
 import unit_paths
 from plan_cases import config, plan
-from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.master_run import MasterRun
 
 pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
@@ -41,10 +40,12 @@ def test_a_failing_program_is_diagnosed_from_its_stderr(tmp_path):
                                                          "--- last lines of mnist stderr ---"]
 
 
-# A rank blocked opening a FIFO nobody writes yet (native code), until the test lets it go.
+# A rank blocked opening a FIFO nobody writes yet (native code), until the test lets it go. It says when it is in
+# wait_for_release (fifo + ".waiting"): a rank still importing when asked has other stacks.
 WAITING_RANK = textwrap.dedent("""
     import sys
     def wait_for_release(fifo):
+        open(fifo + ".waiting", "w").close()
         open(fifo).close()
     wait_for_release(sys.argv[1])
     print("released")
@@ -61,7 +62,7 @@ def test_sigusr1_writes_every_ranks_stacks_and_the_job_goes_on(tmp_path):
 
     def ask_then_release() -> None:
         deadline = time.monotonic() + 30
-        while not stacks.registered_ranks(tmp_path / "run") and time.monotonic() < deadline:
+        while not (tmp_path / "release.waiting").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGUSR1)  # what `train stacks` and `docker kill --signal USR1` send
         while not list((tmp_path / "data" / "stacks").glob("*/summary.txt")) and time.monotonic() < deadline:

@@ -8,6 +8,7 @@ import os
 import stat
 
 import pytest
+import unit_paths
 from sagemaker_mxnet_horovod.act.prepare import is_python_package, prepare_host
 from sagemaker_mxnet_horovod.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
@@ -17,10 +18,13 @@ from sagemaker_mxnet_horovod.plan.job_plan import make_plan, rank_environment
 
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0")
 
+ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs and their launch rules
+
 
 def planned(tmp_path, hps, hosts=("algo-1",)):
     paths = Paths(tmp_path / "ml")
-    config = parse_training_config(paths, {"current_host": "algo-1", "hosts": list(hosts)}, hps, None, {})
+    config = parse_training_config(paths, {"current_host": "algo-1", "hosts": list(hosts)}, hps, None, {},
+                                   entrypoints_dir=ENTRYPOINTS)
     return paths, make_plan(config, CPU2, {"PATH": "/usr/bin", "SECRET": "s"}, run_dir=str(tmp_path / "run"))
 
 

@@ -91,3 +91,24 @@ def test_a_command_line_without_the_separator_is_refused_with_the_usage(tmp_path
     process, _, stderr = run_rank(tmp_path, tmp_path, "true")
     assert process.returncode == 1
     assert stderr.startswith("usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM")
+
+
+def test_a_failed_parameter_server_worker_ends_now_not_at_the_interpreters_shutdown(tmp_path):
+    # An exit handler stands for MXNet's kvstore waiting in ps-lite's barrier at exit: it would block forever.
+    code = tmp_path / "code"
+    code.mkdir()
+    blocked_at_exit = "import atexit, time\natexit.register(lambda: time.sleep(60))\n"
+    (code / "raises.py").write_text(blocked_at_exit + "raise ValueError('bad batch')\n")
+    (code / "exits.py").write_text(blocked_at_exit + "import sys\nsys.exit('mnist: error: no data')\n")
+    (code / "done.py").write_text("import atexit\natexit.register(lambda: print('exit handler ran'))\n")
+    worker = {"DMLC_ROLE": "worker"}
+    process, _, stderr = run_rank(tmp_path, code, "--", sys.executable, str(code / "raises.py"), env=worker)
+    assert process.returncode == 1 and stderr.splitlines()[-1] == "ValueError: bad batch"
+    assert stderr.splitlines()[0] == "Traceback (most recent call last):"
+    process, _, stderr = run_rank(tmp_path, code, "--", sys.executable, str(code / "exits.py"), env=worker)
+    assert (process.returncode, stderr.strip()) == (1, "mnist: error: no data")
+    process, stdout, stderr = run_rank(tmp_path, code, "--", sys.executable, str(code / "done.py"), env=worker)
+    assert (process.returncode, stdout.strip()) == (0, "exit handler ran")  # a worker that succeeds exits as usual
+    # ... saying first that its script returned: the launcher's watch of workers that finish apart starts there.
+    assert stderr.splitlines() == ["train: the script returned; waiting in ps-lite's barrier at exit for every "
+                                   "other worker"]

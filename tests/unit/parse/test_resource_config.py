@@ -4,6 +4,7 @@ config (never the hostname); instance groups and the hosts MPI spans, as the too
 from pathlib import Path
 
 import pytest
+import unit_paths
 from sagemaker_mxnet_horovod.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.resource_config import parse_resource_config
@@ -12,6 +13,8 @@ from sagemaker_mxnet_horovod.parse.training_config import (
 )
 
 PATHS = Paths(Path("/opt/ml"))
+
+ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs and their launch rules
 
 
 def test_resource_config_sorted_and_master():
@@ -79,7 +82,7 @@ def hetero_config(current, distribution='["train"]', groups=None, env=None):
     hps = {"sagemaker_program": '"mnist"'}
     if distribution is not None:
         hps["sagemaker_distribution_instance_groups"] = distribution
-    return parse_training_config(PATHS, resource, hps, {}, env or {})
+    return parse_training_config(PATHS, resource, hps, {}, env or {}, entrypoints_dir=ENTRYPOINTS)
 
 
 def test_instance_groups_parsed_in_order():
@@ -128,9 +131,11 @@ def test_homogeneous_and_local_mode_jobs_span_every_host():
                               groups=(("homogeneousCluster", ["algo-1", "algo-2"]),))
     assert one_group.resource.distribution_hosts == ("algo-1", "algo-2")
     no_groups = parse_training_config(PATHS, {"current_host": "algo-2", "hosts": ["algo-2", "algo-1"]},
-                                      {"sagemaker_distribution_instance_groups": '["homogeneousCluster"]'}, {}, {})
+                                      {"sagemaker_distribution_instance_groups": '["homogeneousCluster"]'}, {}, {},
+                                          entrypoints_dir=ENTRYPOINTS)
     assert no_groups.resource.distribution_hosts == ("algo-1", "algo-2") and no_groups.resource.master_host == "algo-1"
-    unset = parse_training_config(PATHS, {"current_host": "algo-2", "hosts": ["algo-2", "algo-1"]}, {}, {}, {})
+    unset = parse_training_config(PATHS, {"current_host": "algo-2", "hosts": ["algo-2", "algo-1"]}, {}, {}, {},
+                                  entrypoints_dir=ENTRYPOINTS)
     assert unset.resource.distribution_hosts == ("algo-1", "algo-2")
 
 
@@ -144,7 +149,8 @@ def test_unknown_distribution_group_names_key_and_value():
                                           r"does not have \(no instance_groups: the job is the one group "
                                           r"homogeneousCluster\)"):
         parse_training_config(PATHS, {"current_host": "algo-1", "hosts": ["algo-1"]},
-                              {"sagemaker_distribution_instance_groups": '["train"]'}, {}, {})
+                              {"sagemaker_distribution_instance_groups": '["train"]'}, {}, {},
+                                  entrypoints_dir=ENTRYPOINTS)
 
 
 @pytest.mark.parametrize("value", ['"train"', "train", "[]", "[1]", '["train", "train"]', '{"train": 1}', '[""]'])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from sagemaker_mxnet_horovod.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.settings import DEFAULT_STALL_TIMEOUT_S, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.settings import DEFAULT_PS_PORT, DEFAULT_STALL_TIMEOUT_S, parse_launcher_settings
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
 )
@@ -46,16 +46,45 @@ def test_unknown_launcher_knob_warns():
 
 
 @pytest.mark.parametrize("value", ["true", True, "1"])
-def test_parameter_server_is_refused_with_what_to_use_instead(value):
+def test_parameter_server_enabled(value):
     # SDK v2: distribution={'parameter_server': {'enabled': True}} sets this (JSON-encoded: true).
-    with pytest.raises(ConfigError, match=r"sagemaker_parameter_server_enabled=true: this image trains with "
-                                          r"Horovod over MPI.*distribution=\{'mpi': \{'enabled': True\}\}"):
-        parse_launcher_settings({"sagemaker_parameter_server_enabled": value}, {})
+    settings, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": value}, {})
+    assert settings.parameter_server_enabled and warnings == []
+    assert settings.parameter_server_num_servers is None
+    assert settings.parameter_server_port == DEFAULT_PS_PORT == 8000
 
 
-def test_parameter_server_disabled_is_fine():
-    _, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": False}, {})
-    assert warnings == []
+def test_parameter_server_from_the_environment_and_disabled():
+    assert parse_launcher_settings({}, {"SAGEMAKER_PARAMETER_SERVER_ENABLED": "true"})[0].parameter_server_enabled
+    settings, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": False}, {})
+    assert not settings.parameter_server_enabled and warnings == []
+
+
+def test_parameter_server_knobs_and_awss_own_names():
+    settings, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": True, "_ps_port": "9100",
+                                                  "_ps_verbose": "1", "sagemaker_parameter_server_num_servers": "3"},
+                                                 {"_PS_PORT": "1"})  # AWS's names are hyperparameters only
+    assert settings.parameter_server_port == 9100 and settings.parameter_server_verbose == 1
+    assert settings.parameter_server_num_servers == 3 and warnings == []
+
+
+@pytest.mark.parametrize("mpi", ["true", True, "1"])
+def test_parameter_server_and_mpi_both_enabled_is_refused_naming_both(mpi):
+    with pytest.raises(ConfigError, match="sagemaker_parameter_server_enabled=true and sagemaker_mpi_enabled=true: "
+                                          "choose one distribution"):
+        parse_launcher_settings({"sagemaker_parameter_server_enabled": "true", "sagemaker_mpi_enabled": mpi}, {})
+    parse_launcher_settings({"sagemaker_parameter_server_enabled": "true", "sagemaker_mpi_enabled": "false"}, {})
+
+
+@pytest.mark.parametrize("hps,message", [
+    ({"sagemaker_parameter_server_enabled": "yes"}, "sagemaker_parameter_server_enabled='yes' is not a boolean"),
+    ({"sagemaker_parameter_server_num_servers": "0"}, "sagemaker_parameter_server_num_servers='0' must be >= 1"),
+    ({"_ps_port": "80000"}, "_ps_port=80000 is not a TCP port"),
+    ({"_ps_verbose": "3"}, "_ps_verbose=3: ps-lite's PS_VERBOSE is 0, 1 or 2"),
+])
+def test_bad_parameter_server_knobs(hps, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_launcher_settings({"sagemaker_parameter_server_enabled": "true", **hps}, {})
 
 
 def test_knobs_from_environment_hyperparameter_wins():

@@ -16,6 +16,8 @@ from sagemaker_mxnet_horovod.parse.training_config import (
 
 PATHS = Paths(Path("/opt/ml"))
 
+ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs and their launch rules
+
 
 def test_sm_hps_overrides_file():
     hps = parse_hyperparameters({"epochs": "1", "lr": "0.1"}, {"SM_HPS": '{"epochs": 5}'})
@@ -29,9 +31,10 @@ def test_program_args_exclude_launcher_keys():
         PATHS, {"current_host": "algo-1", "hosts": ["algo-1"]},
         {"sagemaker_program": '"mnist"', "horovod_timeline": "true", "mpi_peer_timeout_s": "5",
          "batch-size": "64", "use_fpn": "False", "layers": "[1, 2]"},
-        {"train": {}}, {})
+        {"train": {}}, {}, entrypoints_dir=ENTRYPOINTS)
     assert dict(config.program_args) == {"batch-size": "64", "layers": "[1, 2]", "use_fpn": "False"}
-    assert list(config.program_args) == ["batch-size", "layers", "use_fpn"]  # sorted, as the toolkit    assert [c.name for c in config.channels] == ["train"]
+    assert list(config.program_args) == ["batch-size", "layers", "use_fpn"]  # sorted, as the toolkit
+    assert [c.name for c in config.channels] == ["train"]
 
 
 def write_config(root: Path, resource=None, hps=None, inputs=None, raw=None):
@@ -47,7 +50,7 @@ def write_config(root: Path, resource=None, hps=None, inputs=None, raw=None):
 def test_load_from_files(tmp_path):
     write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1", "algo-2"]}, {"sagemaker_program": "mnist"},
                  {"train": {"TrainingInputMode": "File"}})
-    config = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)})
+    config = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS)
     assert config.resource.hosts == ("algo-1", "algo-2")
     assert config.settings.program == "mnist"
     assert config.paths.failure_file == tmp_path / "output" / "failure"
@@ -57,33 +60,35 @@ def test_a_debugger_or_profiler_configuration_is_a_note_and_a_broken_one_no_erro
     write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, {"sagemaker_program": "mnist"},
                  raw={"debughookconfig": json.dumps({"S3OutputPath": "s3://b/job/debug-output"}),
                       "profilerconfig": "{cut short"})
-    warnings = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}).warnings
+    warnings = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS).warnings
     assert warnings[0].startswith("SageMaker Debugger hook configuration found (debughookconfig.json, S3OutputPath "
                                   "s3://b/job/debug-output): this image has no smdebug")
     assert warnings[1].startswith("SageMaker Profiler: profilerconfig.json cannot be read (")
     (tmp_path / "input" / "config" / "debughookconfig.json").unlink()
     (tmp_path / "input" / "config" / "profilerconfig.json").unlink()
-    assert load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}).warnings == ()
+    assert load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS).warnings == ()
 
 
 def test_bad_json_file_names_the_file(tmp_path):
     write_config(tmp_path, raw={"hyperparameters": "{not json"})
     with pytest.raises(ConfigError, match=r"hyperparameters.json is not valid JSON"):
-        load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)})
+        load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS)
 
 
 def test_sagemaker_reserved_keys_are_not_the_programs():
     config = parse_training_config(
-        PATHS, None, {"_tuning_objective_metric": "acc", "default_user_module_name": "x", "epochs": "2"}, None, {})
+        PATHS, None, {"_tuning_objective_metric": "acc", "default_user_module_name": "x", "epochs": "2"}, None, {},
+            entrypoints_dir=ENTRYPOINTS)
     assert dict(config.program_args) == {"epochs": "2"}
 
 
 def test_the_builtin_program_is_named_only_without_a_submit_directory():
-    assert parse_training_config(PATHS, None, {"sagemaker_program": "mnist"}, None, {}).builtin_program == "mnist"
+    assert parse_training_config(PATHS, None, {"sagemaker_program": "mnist"}, None, {},
+                                 entrypoints_dir=ENTRYPOINTS).builtin_program == "mnist"
     user = parse_training_config(PATHS, None, {"sagemaker_program": "mnist", "sagemaker_submit_directory": "/x"},
-                                 None, {})
+                                 None, {}, entrypoints_dir=ENTRYPOINTS)
     assert user.builtin_program is None
-    assert parse_training_config(PATHS, None, {}, None, {}).builtin_program is None
+    assert parse_training_config(PATHS, None, {}, None, {}, entrypoints_dir=ENTRYPOINTS).builtin_program is None
 
 
 def test_a_builtin_programs_launch_rules_are_parsed_with_the_config_and_a_users_script_gets_none():

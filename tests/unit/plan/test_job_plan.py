@@ -31,7 +31,8 @@ def config(hosts=("algo-1",), current="algo-1", hps=None, interface="eth0", inst
     if instance_type:
         resource["current_instance_type"] = instance_type
     return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **(hps or {})},
-                                 channels if channels is not None else {"train": {}, "test": {}}, {})
+                                 channels if channels is not None else {"train": {}, "test": {}}, {},
+                                     entrypoints_dir=ENTRYPOINTS)
 
 
 def plan(cfg, facts=CPU2, env=None, **kwargs):
@@ -212,9 +213,8 @@ def test_a_user_script_named_like_a_builtin_program_gets_none_of_its_rules():
 
 
 def test_builtin_program_without_its_launch_module_is_refused(tmp_path):
-    with pytest.raises(PlanError, match="the launch rules of mask_rcnn are missing: no .*/mxnet_programs/rcnn/launch.py"):
+    with pytest.raises(PlanError, match="the launch rules of mask_rcnn are missing: no .*/mxnet_programs/launch.py"):
         plan(rcnn_config(entrypoints_dir=str(tmp_path)), entrypoints_dir=str(tmp_path))
-    assert plan(config(), entrypoints_dir=str(tmp_path)).program.name == "mnist"  # none declared: none needed
 
 
 def test_horovod_knobs():
@@ -469,3 +469,58 @@ def test_notes_in_order_config_layout_environment_rules_then_stray_outputs():
         "mpi_yield_when_idle", "NCCL_SOCKET_IFNAME",
         "WARNING",  # files SageMaker would not upload
     ]
+
+
+# --- the parameter server ----------------------------------------------------------------------------------
+
+PS = {"sagemaker_parameter_server_enabled": "true"}
+
+
+def test_parameter_server_master_runs_its_processes_no_mpirun():
+    p = plan(config(hosts=("algo-1", "algo-2"), hps={**PS, "epochs": "2"}))
+    assert (p.backend, p.role, p.use_mpi, p.command) == ("parameter_server", "master", False, ())
+    assert p.workers == ("algo-2",)  # the hosts that check in
+    assert [process.name for process in p.processes] == ["scheduler", "server 0", "worker 0"]
+    worker = p.processes[-1]
+    assert worker.argv[-4:] == ("/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py", "--epochs", "2")
+    assert worker.argv[:3] == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_env")
+    assert {k: p.env[k] for k in ("DMLC_PS_ROOT_URI", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER")} == {
+        "DMLC_PS_ROOT_URI": "algo-1", "DMLC_NUM_SERVER": "2", "DMLC_NUM_WORKER": "2"}
+    assert "NCCL_SOCKET_IFNAME" not in p.env  # MPI's rules are MPI's
+
+
+def test_parameter_server_worker_host():
+    p = plan(config(hosts=("algo-1", "algo-2"), current="algo-2", hps=PS))
+    assert (p.role, p.command, [process.name for process in p.processes]) == ("worker", (), ["server 1", "worker 1"])
+    assert p.rank_env["SM_CURRENT_HOST"] == "algo-2"
+
+
+def test_a_builtin_programs_dist_kvstore_is_a_parameter_server_job():
+    p = plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "dist_sync"}))
+    assert p.backend == "parameter_server" and "--kvstore" in p.processes[-1].argv
+    assert "kvstore=dist_sync: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true" in p.notes
+    servers = plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "dist_sync",
+                                                           "sagemaker_parameter_server_num_servers": "4"}))
+    assert servers.env["DMLC_NUM_SERVER"] == "4" and [p.name for p in servers.processes][:3] == [
+        "scheduler", "server 0", "server 2"]
+    single = plan(config(hps={"kvstore": "local"}))
+    assert single.backend == "single" and "kvstore=local: one process over all devices" in " ".join(single.notes)
+    with pytest.raises(PlanError, match="kvstore=device runs one process on one host; this job has 2 hosts "
+                                        r"\(use another kvstore, or instance_count=1\)"):
+        plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "device"}))
+
+
+def test_describe_a_parameter_server_host():
+    hps = {**PS, "sagemaker_mpi_num_of_processes_per_host": "2"}
+    text = describe(plan(config(hosts=("algo-1", "algo-2"), hps=hps)), {"PATH": "/usr/bin"})
+    lines = text.splitlines()
+    assert lines[2] == "hosts: algo-1:2, algo-2:2  (4 workers, parameter server)"
+    assert "parameter server: scheduler on algo-1; 2 servers (algo-1: 1, algo-2: 1); 4 workers (2 per host)" in lines
+    assert "process scheduler: DMLC_ROLE=scheduler /opt/venv/bin/python -c 'import mxnet'" in lines
+    assert any(line.startswith("process worker 1: DMLC_ROLE=worker SMMH_WORKER_RANK=1 SMMH_LOCAL_WORKER_RANK=1 "
+                               "SMMH_LOCAL_WORKERS=2 /opt/venv/bin/python -m sagemaker_mxnet_horovod.act.rank_env")
+               for line in lines)
+    assert not any(line.startswith("command:") for line in lines)
+    assert ("process logs: /opt/ml/output/data/logs/<host>-rank-<worker>.log (a server's, the scheduler's: "
+            "<host>-server-<n>.log, <host>-scheduler.log); console: every rank") in lines
+    assert "DMLC_PS_ROOT_URI=algo-1" in next(line for line in lines if line.startswith("env: "))

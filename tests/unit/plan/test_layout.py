@@ -6,9 +6,10 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
+import unit_paths
 from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
-from sagemaker_mxnet_horovod.parse.launch_rules import LaunchRules, single_process_request
+from sagemaker_mxnet_horovod.parse.launch_rules import LaunchRules, parameter_server_request, single_process_request
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
 from sagemaker_mxnet_horovod.plan.layout import (
@@ -27,10 +28,13 @@ GPU8 = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_
 NO_RULES = LaunchRules()
 SWITCH = LaunchRules(single_process_when_false=MappingProxyType({"horovod": "one process over all devices"}))
 
+ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs and their launch rules
+
 
 def config(hosts=("algo-1",), current="algo-1", interface="eth0", **hps):
     resource = {"current_host": current, "hosts": list(hosts), **({"network_interface_name": interface} if interface else {})}
-    return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **hps}, {}, {})
+    return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **hps}, {}, {},
+                                 entrypoints_dir=ENTRYPOINTS)
 
 
 def groups_config(current, distribution=None, **hps):
@@ -42,7 +46,8 @@ def groups_config(current, distribution=None, **hps):
                                     for name, hosts in groups]}
     if distribution is not None:
         hps["sagemaker_distribution_instance_groups"] = json.dumps(distribution)
-    return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **hps}, {}, {})
+    return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **hps}, {}, {},
+                                 entrypoints_dir=ENTRYPOINTS)
 
 
 # --- the distribution hosts ---------------------------------------------------------------------------------
@@ -67,7 +72,8 @@ def test_instance_group_notes_only_when_several_groups_and_none_named():
 
 def ruled(cfg, rules=SWITCH):
     """The config as parsing makes it for a program whose launch module declares `rules`."""
-    return replace(cfg, launch=rules, single_process=single_process_request(rules, cfg.program_args))
+    return replace(cfg, launch=rules, single_process=single_process_request(rules, cfg.program_args),
+                   parameter_server=parameter_server_request(rules, cfg.program_args))
 
 
 @pytest.mark.parametrize("hps", [{}, {"horovod": "true"}, {"horovod": "1"}, {"other": "false"}])
@@ -211,3 +217,66 @@ def test_no_interface_for_a_multi_host_mpi_job_is_an_error():
                        HostFacts(cpu_count=2)).interface is None
     assert not plan_layout(config(("algo-1", "algo-2"), interface=None, sagemaker_mpi_enabled="false"),
                            HostFacts(cpu_count=2)).use_mpi
+
+
+# --- the parameter server ----------------------------------------------------------------------------------
+
+def test_layout_of_a_parameter_server_job():
+    hosts = ("algo-1", "algo-2")
+    master = plan_layout(config(hosts, sagemaker_parameter_server_enabled="true"), GPU8)
+    # One worker per host, over all of its GPUs, as AWS's toolkit ran it; the first host coordinates.
+    assert (master.backend, master.role, master.use_mpi, master.processes_per_host) == ("parameter_server", "master",
+                                                                                        False, 1)
+    worker = plan_layout(config(hosts, current="algo-2", sagemaker_parameter_server_enabled="true",
+                                sagemaker_mpi_num_of_processes_per_host="2"), CPU2)
+    assert (worker.backend, worker.role, worker.hosts, worker.master_host) == ("parameter_server", "worker", hosts,
+                                                                              "algo-1")
+    assert worker.processes_per_host == 2 and worker.notes == ()  # no "MPI disabled" note: it is not MPI
+    one_host = plan_layout(config(sagemaker_parameter_server_enabled="true"), CPU2)
+    assert (one_host.backend, one_host.role) == ("parameter_server", "master")  # AWS ran it on one host too
+
+
+def test_a_builtin_programs_kvstore_argument_decides_the_parameter_server():
+    hosts = ("algo-1", "algo-2")
+    rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync", "dist_async")}))
+    layout = plan_layout(ruled(config(hosts, kvstore="dist_sync"), rules), CPU2)
+    assert layout.backend == "parameter_server"
+    assert layout.notes == (
+        "kvstore=dist_sync: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true",)
+    assert plan_layout(ruled(config(hosts, kvstore="horovod"), rules), CPU2).backend == "mpi"
+    assert plan_layout(ruled(config(hosts, kvstore="dist_async", sagemaker_parameter_server_enabled="true"), rules),
+                       CPU2).notes == ()
+    with pytest.raises(PlanError, match=r"^sagemaker_parameter_server_enabled=true, but kvstore=horovod: the parameter "
+                                        r"servers serve a kvstore dist_sync, dist_async \(remove kvstore"):
+        plan_layout(ruled(config(hosts, kvstore="horovod", sagemaker_parameter_server_enabled="true"), rules), CPU2)
+    with pytest.raises(PlanError, match="^kvstore=dist_sync trains with MXNet's parameter servers, "
+                                        "sagemaker_mpi_enabled=true with Horovod over MPI: remove one of them$"):
+        plan_layout(ruled(config(hosts, kvstore="dist_sync", sagemaker_mpi_enabled="true"), rules), CPU2)
+
+
+def test_a_single_process_argument_refuses_the_parameter_server():
+    with pytest.raises(PlanError, match="^horovod=false runs one process without parameter servers: remove "
+                                        "sagemaker_parameter_server_enabled$"):
+        plan_layout(ruled(config(horovod="false", sagemaker_parameter_server_enabled="true")), CPU2)
+
+
+def test_the_parameter_server_outside_the_distribution_groups_is_one_process_alone():
+    layout = plan_layout(groups_config("algo-3", ["train"], sagemaker_parameter_server_enabled="true"), CPU2)
+    assert (layout.backend, layout.role, layout.hosts) == ("single", "single", ("algo-3",))
+
+
+def test_no_interface_for_a_multi_host_parameter_server_job_is_an_error():
+    with pytest.raises(PlanError, match="^no network interface found for a multi-host job"):
+        plan_layout(config(("algo-1", "algo-2"), interface=None, sagemaker_parameter_server_enabled="true"),
+                    HostFacts(cpu_count=2))
+
+
+def test_a_parameter_server_knob_without_the_parameter_server_is_refused():
+    with pytest.raises(PlanError, match="^sagemaker_parameter_server_num_servers is set but the job has no parameter "
+                                        "server"):
+        plan_layout(config(("algo-1", "algo-2"), sagemaker_parameter_server_num_servers="2"), CPU2)
+    # A built-in program's kvstore=dist_sync is a parameter server: its servers may be counted.
+    rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync",)}))
+    layout = plan_layout(ruled(config(("algo-1", "algo-2"), kvstore="dist_sync",
+                                      sagemaker_parameter_server_num_servers="4"), rules), CPU2)
+    assert layout.backend == "parameter_server"

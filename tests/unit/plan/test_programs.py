@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+import unit_paths
 from sagemaker_mxnet_horovod.exits import PlanError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
@@ -10,9 +11,11 @@ from sagemaker_mxnet_horovod.plan.programs import resolve_program
 
 PATHS = Paths(Path("/opt/ml"))
 
+ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs and their launch rules
+
 
 def config(**hps):
-    return parse_training_config(PATHS, None, hps, None, {})
+    return parse_training_config(PATHS, None, hps, None, {}, entrypoints_dir=ENTRYPOINTS)
 
 
 # --- resolve_program --------------------------------------------------------------------------------------

@@ -136,18 +136,9 @@ class MasterRun:
         if not self.plan.output_data_dir:
             return
         with self.stacks_lock:
-            dump, own = stacks.dump_name(reason), {}
-            # This host's ranks while the workers take theirs: one moment on every host.
-            collecting = threading.Thread(target=lambda: own.update(stacks.collect_local(self.plan.run_dir, dump)))
-            collecting.start()
-            replies = self.cluster.ask_workers({"type": "dump_stacks", "dump": dump, "reason": reason}, "stacks",
-                                               stacks.RANK_DEADLINE_S + REPORT_TIMEOUT_S) if self.cluster else {}
-            collecting.join()
-            host_stacks = {host: {int(rank): str(text) for rank, text in dict(reply.get("ranks") or {}).items()}
-                           for host, reply in replies.items()}
-            host_stacks[self.plan.current_host] = own
-            silent = sorted(set(self.plan.workers) - set(replies))
-            stacks.write_dump(Path(self.plan.output_data_dir) / "stacks", dump, host_stacks, reason, log, silent)
+            stacks.dump_job(self.plan.run_dir, Path(self.plan.output_data_dir) / "stacks", self.plan.current_host,
+                            self.plan.workers, self.cluster.ask_workers if self.cluster else None, reason, log,
+                            REPORT_TIMEOUT_S)
 
     def dump_stacks_later(self, reason: str) -> None:
         """From a stderr observer, which must not block the job's output."""

@@ -14,6 +14,10 @@
 - With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
   (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked,
   once the launcher has taken every rank's stacks.
+- A parameter-server worker (DMLC_ROLE=worker) whose Python program fails ends at once: the exception's traceback
+  is printed and the process exits 1 (or the code it gave sys.exit) without the interpreter's shutdown, where
+  MXNet's kvstore waits in ps-lite's barrier for every other worker, which wait for its gradients: a failed worker
+  would stay alive forever, and its failure unseen.
 
 usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
 """
@@ -22,8 +26,12 @@ import json
 import os
 import runpy
 import sys
+import traceback
 
 RANK_ENV_FILE = "rank-env.json"
+# What a parameter-server worker says on stderr when its script has returned: the launcher's watch of workers that
+# finish apart (diagnose/roles.py) starts then, not when the process exits after ps-lite's barrier.
+SCRIPT_RETURNED = "train: the script returned; waiting in ps-lite's barrier at exit for every other worker"
 # Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
 SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
 
@@ -45,7 +53,9 @@ def main(argv: list) -> None:
         script = program[1]
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=True, write_through=False)
-        rank, host = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0")), os.environ.get("SM_CURRENT_HOST", "?")
+        # An MPI rank, or a parameter-server worker (the launcher's number for it).
+        rank = int(os.environ.get("OMPI_COMM_WORLD_RANK") or os.environ.get("SMMH_WORKER_RANK") or "0")
+        host = os.environ.get("SM_CURRENT_HOST", "?")
         from sagemaker_mxnet_horovod.act import stacks
 
         dumper = stacks.install(run_dir, rank, host)
@@ -57,9 +67,40 @@ def main(argv: list) -> None:
                 lambda: stacks.ask_launcher(run_dir, f"no progress on rank {rank} ({host})", dumper)))
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
-        runpy.run_path(script, run_name="__main__")
+        if os.environ.get("DMLC_ROLE") == "worker":
+            run_parameter_server_worker(script)
+        else:
+            runpy.run_path(script, run_name="__main__")
     else:
         os.execvp(program[0], program)
+
+
+def run_parameter_server_worker(script: str) -> None:
+    """The script; a failure ends the process now, with the traceback or message Python would print."""
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        if stop.code in (None, 0):
+            say_returned()
+            raise
+        code = stop.code if isinstance(stop.code, int) else 1
+        if not isinstance(stop.code, int):
+            print(stop.code, file=sys.stderr)
+        exit_now(code)
+    except BaseException:  # noqa: BLE001 - whatever ends the script ends the process, as Python would report it
+        traceback.print_exc()
+        exit_now(1)
+    say_returned()
+
+
+def say_returned() -> None:
+    print(SCRIPT_RETURNED, file=sys.stderr, flush=True)
+
+
+def exit_now(code: int) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -195,6 +195,24 @@ def write_dump(output_dir: Path, dump: str, host_stacks: Mapping[str, Mapping[in
     return directory
 
 
+def dump_job(run_dir: str | Path, output_dir: Path, host: str, workers: Sequence[str], ask_workers, reason: str,
+             log, reply_s: float) -> None:
+    """From the master: every rank's stacks on every host, into the log and output_dir/<dump>/ (each worker writes
+    its own there too). This host's ranks while the workers take theirs: one moment on every host. ask_workers:
+    the cluster's (Master.ask_workers; None without workers); reply_s: how long a worker's answer may take on top
+    of its ranks' deadline."""
+    dump, own = dump_name(reason), {}
+    collecting = threading.Thread(target=lambda: own.update(collect_local(run_dir, dump)))
+    collecting.start()
+    replies = ask_workers({"type": "dump_stacks", "dump": dump, "reason": reason}, "stacks",
+                          RANK_DEADLINE_S + reply_s) if ask_workers else {}
+    collecting.join()
+    host_stacks = {worker: {int(rank): str(text) for rank, text in dict(reply.get("ranks") or {}).items()}
+                   for worker, reply in replies.items()}
+    host_stacks[host] = own
+    write_dump(output_dir, dump, host_stacks, reason, log, sorted(set(workers) - set(replies)))
+
+
 # -------------------------------------------------------------------------------------------------------------
 # Asking for a dump
 

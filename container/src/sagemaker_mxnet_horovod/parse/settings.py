@@ -22,6 +22,8 @@ DEFAULT_HANDSHAKE_PORT = 7420
 # of every other rank idle is far beyond a healthy job's one-rank work (validation or a checkpoint on rank 0,
 # a slow first step) and far below SageMaker's default MaxRuntimeInSeconds (a day). See docs/hangs.md.
 DEFAULT_STALL_TIMEOUT_S = 3600.0
+# The parameter server's scheduler port: AWS's MXNet toolkit's default for its `_ps_port` hyperparameter.
+DEFAULT_PS_PORT = 8000
 
 
 @dataclass(frozen=True)
@@ -34,7 +36,10 @@ class LauncherSettings:
     processes_per_host: int | None = None
     custom_mpi_options: tuple[str, ...] = ()  # for mpirun, without the toolkit's own --NCCL_DEBUG
     nccl_debug: str | None = None  # --NCCL_DEBUG in custom_mpi_options (the toolkit's option)
-    parameter_server_enabled: bool = False
+    parameter_server_enabled: bool = False  # MXNet's own distribution: scheduler, servers, kvstore workers
+    parameter_server_num_servers: int | None = None  # servers in all; None: one per host, as AWS's toolkit
+    parameter_server_port: int = DEFAULT_PS_PORT  # the scheduler's port (AWS's `_ps_port`)
+    parameter_server_verbose: int | None = None  # ps-lite's PS_VERBOSE (AWS's `_ps_verbose`)
     peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
     handshake_port: int = DEFAULT_HANDSHAKE_PORT
     horovod_autotune: bool = False
@@ -58,15 +63,11 @@ def tcp_port(key: str, value: Any) -> int:
     return port
 
 
-def refuse_parameter_server(key: str, value: Any) -> bool:
-    if parse_bool(key, value):
-        # SDK v2's distribution={'parameter_server': {'enabled': True}} (MXNet's kvstore 'dist_sync').
-        raise ConfigError(
-            f"hyperparameter {key}=true: this image trains with Horovod over MPI, "
-            "not with MXNet parameter servers; use distribution={'mpi': {'enabled': True}} (SDK v2) or "
-            "distributed=MPI() (SDK v3) with a Horovod script (hvd.init(), hvd.DistributedTrainer)"
-        )
-    return False
+def ps_verbosity(key: str, value: Any) -> int:
+    level = parse_int(key, value, minimum=0)
+    if level > 2:
+        raise ConfigError(f"hyperparameter {key}={level}: ps-lite's PS_VERBOSE is 0, 1 or 2")
+    return level
 
 
 def at_least(parse: Callable[..., Any], minimum: float) -> Callable[[str, Any], Any]:
@@ -99,7 +100,12 @@ class Knob:
 
 # In the order they are checked: the first invalid one is the error reported.
 KNOBS: tuple[Knob, ...] = (
-    Knob("sagemaker_parameter_server_enabled", "parameter_server_enabled", refuse_parameter_server),
+    # SDK v2's distribution={'parameter_server': {'enabled': True}}: MXNet's kvstore 'dist_sync' and friends.
+    Knob("sagemaker_parameter_server_enabled", "parameter_server_enabled", parse_bool),
+    Knob("sagemaker_parameter_server_num_servers", "parameter_server_num_servers", at_least(parse_int, 1)),
+    # AWS's MXNet toolkit's own names (no launcher prefix: as there, they also reach the program).
+    Knob("_ps_port", "parameter_server_port", tcp_port, env=()),
+    Knob("_ps_verbose", "parameter_server_verbose", ps_verbosity, env=()),
     Knob("sagemaker_mpi_custom_mpi_options", "custom_mpi_options", mpi_options),
     Knob("sagemaker_program", "program", text, env=("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT")),
     Knob("sagemaker_submit_directory", "submit_directory", text),
@@ -170,4 +176,16 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
             if parsed is not None:
                 values[knob.field] = parsed
     values["nccl_debug"], values["custom_mpi_options"] = split_nccl_debug(values.get("custom_mpi_options", ()))
+    check_one_distribution(values)
     return LauncherSettings(**values), unknown_key_warnings(hps)
+
+
+def check_one_distribution(values: Mapping[str, Any]) -> None:
+    """MXNet's parameter servers and Horovod over MPI are two ways to run one job: asking for both is a mistake.
+    (A parameter-server knob without the parameter server is the layout's to refuse: a built-in program's
+    kvstore=dist_sync switches it on too.)"""
+    if values.get("parameter_server_enabled") and values.get("mpi_enabled"):
+        raise ConfigError("hyperparameters sagemaker_parameter_server_enabled=true and sagemaker_mpi_enabled=true: "
+                          "choose one distribution, MXNet's parameter servers (a kvstore 'dist_sync' script) or "
+                          "Horovod over MPI")
+

@@ -21,8 +21,10 @@ from sagemaker_mxnet_horovod.parse.input_config import Channel, parse_input_data
 from sagemaker_mxnet_horovod.parse.launch_rules import (
     DEFAULT_ENTRYPOINTS_DIR,
     LaunchRules,
+    ParameterServerRequest,
     SingleProcessRequest,
     load_launch_rules,
+    parameter_server_request,
     single_process_request,
 )
 from sagemaker_mxnet_horovod.parse.paths import Paths
@@ -59,6 +61,7 @@ class TrainingConfig:
     raw_input_data_config: Mapping[str, Any] = field(default_factory=dict)
     launch: LaunchRules = field(default_factory=LaunchRules)  # the built-in program's; none for a user's
     single_process: SingleProcessRequest | None = None  # a launch rule the arguments switch on
+    parameter_server: ParameterServerRequest | None = None  # the program's argument that decides its kvstore
 
     @property
     def program_argv(self) -> list[str]:
@@ -134,4 +137,5 @@ def parse_training_config(
         raw_input_data_config=input_data if isinstance(input_data, dict) else {},
         launch=launch,
         single_process=single_process_request(launch, program_args),
+        parameter_server=parameter_server_request(launch, program_args),
     )

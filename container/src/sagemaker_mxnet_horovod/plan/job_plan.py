@@ -3,7 +3,7 @@
 Nothing here touches the system. `make_plan` is what `train --dry-run` prints and what `train` executes. It
 applies small named rules, each with its reason: the layout (layout.py: hosts, processes, MPI, interface),
 the program (programs.py), the environment (env_rules.py, then the backend's own rules) and the backend's
-command (backends/: mpi.py's mpirun, or single.py's one process).
+command (backends/: mpi.py's mpirun, single.py's one process, or parameter_server.py's local processes).
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from sagemaker_mxnet_horovod.diagnose.shm import ShmBudget
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
-from sagemaker_mxnet_horovod.plan.backends import mpi, single
+from sagemaker_mxnet_horovod.plan.backends import mpi, parameter_server, single
+from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
 from sagemaker_mxnet_horovod.plan.env_rules import RULES, Job, apply_rules, check_gpus_supported, shm_budget
 from sagemaker_mxnet_horovod.plan.layout import Layout, plan_layout
 from sagemaker_mxnet_horovod.plan.programs import Program, resolve_program
@@ -28,11 +29,14 @@ from sagemaker_mxnet_horovod.plan.stray_outputs import StrayOutput, find_stray_o
 # line-buffered output, and the code directory as its working directory, as under the toolkit.
 RANK_ENTRY_MODULE = "sagemaker_mxnet_horovod.act.rank_env"
 DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
+BACKENDS = {"mpi": mpi, "parameter_server": parameter_server, "single": single}
 
 
 @dataclass(frozen=True)
 class Plan:
-    role: str  # "single": run the program here; "master": run mpirun; "worker": serve the master's mpirun
+    # "single": run the program here; "master": run mpirun, or coordinate the parameter-server job; "worker":
+    # serve the master's mpirun, or run this host's parameter-server processes
+    role: str
     current_host: str
     master_host: str
     hosts: tuple[str, ...]
@@ -41,7 +45,7 @@ class Plan:
     use_mpi: bool
     interface: str | None
     program: Program
-    command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on workers
+    command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on MPI workers
     env: Mapping[str, str]  # variables to set on top of the container's environment
     rank_env: Mapping[str, str]  # this host's SM_* values, applied by each local rank (see rank_env.py)
     rank_hosts: tuple[str, ...]  # host of each MPI rank, for naming the failing rank
@@ -51,6 +55,9 @@ class Plan:
     notes: tuple[str, ...] = field(default=())
     role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
     stray_outputs: tuple[StrayOutput, ...] = ()  # copied into output/data when the job ends
+    backend: str = "single"  # mpi | parameter_server | single (plan/backends)
+    processes: tuple[LocalProcess, ...] = ()  # a parameter-server host's own processes, instead of `command`
+    roles: str = ""  # where the parameter-server job's roles run, for the start log
     shm: ShmBudget | None = None  # this host's /dev/shm against the job's need, for the diagnosis
     # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
     output_data_dir: str = ""
@@ -58,7 +65,8 @@ class Plan:
 
     @property
     def workers(self) -> tuple[str, ...]:
-        return self.hosts[1:] if self.use_mpi else ()
+        """The hosts that check in with the master: every host of a distributed job but the first."""
+        return self.hosts[1:] if self.backend != "single" else ()
 
 
 def make_plan(
@@ -73,7 +81,7 @@ def make_plan(
     layout = plan_layout(config, facts)
     program = resolve_program(config, python, entrypoints_dir, code_is_package)
     check_gpus_supported(facts, base_env)
-    backend = mpi if layout.use_mpi else single
+    backend = BACKENDS[layout.backend]
 
     # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.
     sm_env = sm_environment(config, facts.cpu_count, facts.gpu_count, layout.interface, program.name, base_env)
@@ -83,6 +91,8 @@ def make_plan(
     custom_options = config.settings.custom_mpi_options if layout.use_mpi else ()  # only when there is an mpirun
     strays = find_stray_outputs(config.paths, custom_options, {**base_env, **env})
     rank_argv = (python, "-m", RANK_ENTRY_MODULE, run_dir, str(config.paths.code_dir), "--", *program.argv)
+    servers = parameter_server.server_count(layout, config.settings.parameter_server_num_servers)
+    ps = layout.backend == "parameter_server"
 
     return Plan(
         role=layout.role,
@@ -105,6 +115,10 @@ def make_plan(
         notes=(*config.warnings, *layout.notes, *rule_notes, *(stray.warning(config.paths) for stray in strays)),
         role_reason=layout.outside_reason,
         stray_outputs=tuple(strays),
+        backend=layout.backend,
+        processes=(parameter_server.local_processes(layout, servers, python, rank_argv, str(config.paths.code_dir))
+                   if ps else ()),
+        roles=parameter_server.describe_roles(layout, servers) if ps else "",
         shm=shm_budget(job),
         output_data_dir=str(config.paths.output_data_dir),
         console_ranks=config.settings.console_ranks,
@@ -114,7 +128,9 @@ def make_plan(
 def host_command(layout: Layout, hostname: str, cores_per_rank: int, run_dir: str, custom_options: tuple[str, ...],
                  base_env: Mapping[str, str], env: Mapping[str, str], rank_argv: tuple[str, ...]) -> tuple[str, ...]:
     """What this host executes: the master's mpirun; nothing on an MPI worker (mpirun reaches it over ssh); the
-    program itself without MPI."""
+    program itself without MPI; nothing as one command with the parameter server (Plan.processes instead)."""
+    if layout.backend == "parameter_server":
+        return ()
     if layout.role == "master":
         return mpi.mpirun_command(layout.hosts, hostname, layout.processes_per_host, cores_per_rank,
                                   layout.interface, run_dir, custom_options, base_env, env, rank_argv)
@@ -131,22 +147,37 @@ def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
     return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
 
 
+def console(plan: Plan) -> str:
+    """Whose output reaches the console (mpi_console_ranks: a parameter-server job's workers by number)."""
+    if plan.console_ranks is None:
+        return "every rank"
+    return f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"
+
+
 def describe(plan: Plan, base_env: Mapping[str, str]) -> str:
     """Human-readable plan, for `train --dry-run` and the start log."""
     slots = ", ".join(f"{h}:{plan.processes_per_host}" for h in plan.hosts)
-    processes = f"{plan.total_processes} process{'es' if plan.total_processes != 1 else ''}"
+    unit = ("worker", "s") if plan.backend == "parameter_server" else ("process", "es")
+    processes = f"{plan.total_processes} {unit[0]}{unit[1] if plan.total_processes != 1 else ''}"
+    how = {"mpi": "MPI", "parameter_server": "parameter server", "single": "no MPI"}[plan.backend]
     lines = [
         f"role: {plan.role}" + (f" ({plan.role_reason})" if plan.role_reason else ""),
         f"current host: {plan.current_host}  master: {plan.master_host}",
-        f"hosts: {slots}  ({processes}, {'MPI' if plan.use_mpi else 'no MPI'})",
+        f"hosts: {slots}  ({processes}, {how})",
         f"interface: {plan.interface}",
         f"program: {plan.program.name}" + ("" if plan.program.builtin else f" from {plan.program.submit_directory}"),
     ]
+    if plan.roles:
+        lines.append(plan.roles)
     if plan.command:
         lines.append("command: " + shlex.join(plan.command))
-        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: "
-                     + ("every rank" if plan.console_ranks is None else
-                        f"ranks {', '.join(map(str, sorted(plan.console_ranks))) or 'none'} (mpi_console_ranks)"))
+        lines.append(f"rank logs: {plan.output_data_dir}/logs/<host>-rank-<rank>.log; console: {console(plan)}")
+    for process in plan.processes:
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in process.env.items())
+        lines.append(f"process {process.name}: {variables} {shlex.join(process.argv)}")
+    if plan.processes:
+        lines.append(f"process logs: {plan.output_data_dir}/logs/<host>-rank-<worker>.log (a server's, the "
+                     f"scheduler's: <host>-server-<n>.log, <host>-scheduler.log); console: {console(plan)}")
     changed = {k: v for k, v in plan.env.items() if base_env.get(k) != v and not k.startswith("SM_")}
     if changed:
         lines.append("env: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(changed.items())))

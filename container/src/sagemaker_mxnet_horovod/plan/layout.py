@@ -1,5 +1,6 @@
-"""Layout rules: which hosts run this host's job, how many processes each, whether over MPI, on which
-interface. Each rule returns its decision and the notes that say why; `plan_layout` applies them in order."""
+"""Layout rules: which hosts run this host's job, how many processes each, whether over MPI or MXNet's parameter
+servers, on which interface. Each rule returns its decision and the notes that say why; `plan_layout` applies
+them in order."""
 
 from __future__ import annotations
 
@@ -15,13 +16,19 @@ class Layout:
     """This host's part of the job, decided before any environment or command."""
 
     current_host: str
-    hosts: tuple[str, ...]  # the hosts of this host's MPI job; this host alone without MPI
-    master_host: str  # this host without MPI
-    processes_per_host: int
+    hosts: tuple[str, ...]  # the hosts of this host's distributed job; this host alone without one
+    master_host: str  # this host without a distributed job
+    processes_per_host: int  # MPI ranks, or parameter-server workers
     use_mpi: bool
     interface: str | None
     outside_reason: str = ""  # why this host runs alone, outside the distribution hosts' MPI job
     notes: tuple[str, ...] = ()
+    parameter_server: bool = False  # MXNet's own distribution: scheduler, servers and kvstore workers
+
+    @property
+    def backend(self) -> str:
+        """How the job's processes start (plan/backends): mpi, parameter_server or single."""
+        return "mpi" if self.use_mpi else "parameter_server" if self.parameter_server else "single"
 
     @property
     def total_processes(self) -> int:
@@ -29,8 +36,9 @@ class Layout:
 
     @property
     def role(self) -> str:
-        """single: run the program here; master: run mpirun; worker: serve the master's mpirun."""
-        if not self.use_mpi:
+        """single: run the program here; master: run mpirun, or coordinate a parameter-server job (its first host);
+        worker: serve the master's mpirun, or run this host's parameter-server processes under the master."""
+        if self.backend == "single":
             return "single"
         return "master" if self.current_host == self.master_host else "worker"
 
@@ -44,37 +52,43 @@ def plan_layout(config: TrainingConfig, facts: HostFacts) -> Layout:
     settings, resource = config.settings, config.resource
     notes: list[str] = []
     hosts, per_host, mpi_enabled = resource.distribution_hosts, settings.processes_per_host, settings.mpi_enabled
+    parameter_server, ps_notes = parameter_server_or_not(config)
+    notes += ps_notes
 
     outside_reason = outside_distribution_reason(config)
     if outside_reason:
-        hosts, per_host, mpi_enabled = (resource.current_host,), 1, False
+        hosts, per_host, mpi_enabled, parameter_server = (resource.current_host,), 1, False, False
     else:
         notes += instance_group_notes(config)
 
-    single_process = program_single_process(config, len(hosts), per_host, mpi_enabled)
+    single_process = program_single_process(config, len(hosts), per_host, mpi_enabled, parameter_server)
     if single_process:
         per_host, mpi_enabled = 1, False
         notes.append(single_process)
 
+    if parameter_server and per_host is None:
+        per_host = 1  # as AWS's MXNet toolkit: one worker per host, over all of its devices
     per_host, per_host_notes = processes_per_host(per_host, facts, resource.current_host)
     notes += per_host_notes
-    use_mpi, mpi_notes = mpi_or_not(mpi_enabled, per_host, len(hosts))
+    use_mpi, mpi_notes = (False, []) if parameter_server else mpi_or_not(mpi_enabled, per_host, len(hosts))
     notes += mpi_notes
+    distributed = use_mpi or parameter_server
 
     interface, interface_note = choose_interface(resource.network_interface_name, facts)
     notes += [interface_note] if interface_note else []
-    if use_mpi and len(hosts) > 1 and not interface:
+    if distributed and len(hosts) > 1 and not interface:
         raise PlanError("no network interface found for a multi-host job (no default route, no interface)")
 
     return Layout(
         current_host=resource.current_host,
-        hosts=hosts if use_mpi else (resource.current_host,),
-        master_host=resource.master_host if use_mpi else resource.current_host,
+        hosts=hosts if distributed else (resource.current_host,),
+        master_host=resource.master_host if distributed else resource.current_host,
         processes_per_host=per_host,
         use_mpi=use_mpi,
         interface=interface,
         outside_reason=outside_reason or "",
         notes=tuple(notes),
+        parameter_server=parameter_server,
     )
 
 
@@ -103,20 +117,50 @@ def instance_group_notes(config: TrainingConfig) -> list[str]:
 
 
 def program_single_process(config: TrainingConfig, host_count: int, per_host: int | None,
-                           mpi_enabled: bool | None) -> str | None:
-    """The program's own rule (SINGLE_PROCESS_WHEN_FALSE in its launch module): an argument set false makes the
-    job one process on one host without MPI. Returns the note saying so, or None; refuses a job that asks for
-    more."""
+                           mpi_enabled: bool | None, parameter_server: bool = False) -> str | None:
+    """The program's own rule (SINGLE_PROCESS_WHEN_FALSE or SINGLE_PROCESS_WHEN in its launch modules): an
+    argument set false, or to one of the declared values, makes the job one process on one host without MPI.
+    Returns the note saying so, or None; refuses a job that asks for more."""
     request = config.single_process
     if request is None:
         return None
+    setting = request.setting
     if host_count > 1:
-        raise PlanError(f"{request.argument}=false runs one process on one host; this job has {host_count} hosts "
-                        f"(use {request.argument}=true, or instance_count=1)")
+        other = f"{request.argument}=true" if request.value == "false" else f"another {request.argument}"
+        raise PlanError(f"{setting} runs one process on one host; this job has {host_count} hosts "
+                        f"(use {other}, or instance_count=1)")
     if per_host not in (None, 1) or mpi_enabled:
-        raise PlanError(f"{request.argument}=false runs one process without MPI: remove sagemaker_mpi_enabled and "
+        raise PlanError(f"{setting} runs one process without MPI: remove sagemaker_mpi_enabled and "
                         "sagemaker_mpi_num_of_processes_per_host")
-    return f"{request.argument}=false: {request.instead}, no MPI"
+    if parameter_server:
+        raise PlanError(f"{setting} runs one process without parameter servers: remove "
+                        "sagemaker_parameter_server_enabled")
+    return f"{setting}: {request.instead}, no MPI"
+
+
+def parameter_server_or_not(config: TrainingConfig) -> tuple[bool, list[str]]:
+    """sagemaker_parameter_server_enabled, or the program's own argument (PARAMETER_SERVER_WHEN in its launch
+    modules: a built-in program's kvstore=dist_sync); a contradiction between them, or with MPI, is refused."""
+    enabled, request = config.settings.parameter_server_enabled, config.parameter_server
+    asked = enabled or (request is not None and request.asks)
+    if config.settings.parameter_server_num_servers and not asked:
+        raise PlanError("sagemaker_parameter_server_num_servers is set but the job has no parameter server "
+                        "(sagemaker_parameter_server_enabled=true, or a built-in program's kvstore=dist_sync): it "
+                        "would do nothing")
+    if request is None:
+        return enabled, []
+    if enabled and not request.asks:
+        raise PlanError(f"sagemaker_parameter_server_enabled=true, but {request.setting}: the parameter servers "
+                        f"serve a kvstore {', '.join(request.values)} (remove {request.argument}: the program then "
+                        f"trains with {request.values[0]})")
+    if not request.asks:
+        return False, []
+    if config.settings.mpi_enabled:
+        raise PlanError(f"{request.setting} trains with MXNet's parameter servers, sagemaker_mpi_enabled=true with "
+                        "Horovod over MPI: remove one of them")
+    if enabled:
+        return True, []
+    return True, [f"{request.setting}: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true"]
 
 
 def processes_per_host(requested: int | None, facts: HostFacts, current_host: str) -> tuple[int, list[str]]:

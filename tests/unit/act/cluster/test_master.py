@@ -4,6 +4,7 @@ text); Master.wait_launched, the launcher's bound on mpirun's daemon start (mpir
 master's announcement to the workers. The worker's side with a real sshd runs across real containers
 (tests/integration, tests/faults); its session logic is in test_worker.py."""
 
+import queue
 import socket
 import threading
 import time
@@ -186,3 +187,24 @@ def test_the_master_announces_itself_to_each_worker_once_it_listens(tmp_path):
             master.closing = True
             master.server.close()
     assert (data, sender[0]) == (b"", "127.0.0.1")
+
+
+def test_a_parameter_server_host_checks_in_without_keys_and_its_reports_reach_the_run(master, tmp_path):
+    reports = queue.Queue()
+    master.on_report = lambda host, message: reports.put((host, message["type"]))
+    outcome = {}
+    thread = threading.Thread(target=lambda: outcome.update(links=master.gather(None)), daemon=True)
+    thread.start()
+    worker = connect_worker(master.port)
+    worker.send(type="hello", host="localhost", version=__version__)
+    assert worker.receive() == {"type": "welcome"}  # no key, and no ready expected
+    thread.join(10)
+    assert list(outcome["links"]) == ["localhost"] and not (tmp_path / "known_hosts").exists()
+    worker.send(type="workers_ended", succeeded=True)
+    worker.send(type="failed", failure="server 1 on localhost was killed by SIGKILL", exit_code=137)
+    assert [reports.get(timeout=10) for _ in range(2)] == [("localhost", "workers_ended"), ("localhost", "failed")]
+    master.broadcast_done(137, "server 1 on localhost was killed by SIGKILL")
+    assert worker.receive()["type"] == "done"
+    worker.send(type="bye", user_failure=None)
+    worker.close()
+    master.await_byes(10)

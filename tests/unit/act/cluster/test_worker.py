@@ -14,7 +14,13 @@ import pytest
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_TIMEOUT_S, Connection
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
-from sagemaker_mxnet_horovod.act.cluster.worker import HostDiagnostics, WorkerOutcome, WorkerSession, check_in
+from sagemaker_mxnet_horovod.act.cluster.worker import (
+    HostDiagnostics,
+    WorkerOutcome,
+    WorkerSession,
+    check_in,
+    check_in_without_ssh,
+)
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, STOP_GRACE_S, ClusterError
@@ -200,3 +206,43 @@ def test_the_master_gets_this_hosts_report_and_its_ranks_stacks_and_is_asked_for
     master.send(type="done", exit_code=0, failure=None, user_failure=None)
     thread.join(10)
     assert outcome["value"] == WorkerOutcome(0, None)
+
+
+# --- a parameter-server host: no ssh, its own stop, its own bye -------------------------------------------------
+
+def test_a_parameter_server_hosts_check_in_is_hello_then_welcome(tmp_path):
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    thread, outcome = in_thread(check_in_without_ssh, "localhost", port, "algo-2", time.monotonic() + 10, "127.0.0.1")
+    sock, _ = listener.accept()
+    master = MasterEnd(sock)
+    try:
+        assert master.receive() == {"type": "hello", "host": "algo-2", "version": __version__}
+        master.send(type="welcome")
+        thread.join(10)
+        assert isinstance(outcome["value"], Connection)
+        outcome["value"].close()
+        thread, outcome = in_thread(check_in_without_ssh, "localhost", port, "algo-2", time.monotonic() + 10, None)
+        rejected = MasterEnd(listener.accept()[0])
+        rejected.receive()
+        rejected.send(type="reject", message="the job ended before algo-2 checked in: worker 0 on algo-1 failed")
+        thread.join(10)
+        assert str(outcome["error"]) == ("the master localhost rejected this worker: the job ended before algo-2 "
+                                         "checked in: worker 0 on algo-1 failed")
+    finally:
+        listener.close()
+
+
+def test_a_parameter_server_hosts_session_hands_the_stop_over_and_says_bye_when_told(link, tmp_path):
+    connection, master = link
+    stops = []
+    own = WorkerSession(connection, "algo-1", threading.Event(), tmp_path / "failure", on_stop=stops.append,
+                        reports_daemon=False, bye_on_done=False)
+    thread, outcome = in_thread(own.run)
+    master.send(type="stop", signal=15)
+    master.send(type="done", exit_code=0, failure=None, user_failure=None)
+    thread.join(10)
+    assert outcome["value"] == WorkerOutcome(0, None) and stops == [15]
+    (tmp_path / "failure").write_text("my own words")
+    own.bye(1)  # once the host's own processes have ended
+    assert master.receive() == {"type": "bye", "user_failure": "my own words"}  # no daemon report came first

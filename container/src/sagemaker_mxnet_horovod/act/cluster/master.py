@@ -72,6 +72,7 @@ class Master:
         self.closing = False
         self.on_worker_lost = None  # callback(host, how) while the job runs
         self.on_daemon_exited = None  # callback(host): mpirun's daemon on that worker is gone
+        self.on_report = None  # callback(host, message): a parameter-server host's report on its processes
         self.user_failures: dict[str, str] = {}  # worker -> what the user's program wrote to its failure file
         self.watchers: list[threading.Thread] = []
         self.announce_port = ANNOUNCE_PORT
@@ -87,14 +88,15 @@ class Master:
     # -----------------------------------------------------------------------------------------------------
     # Check-in
 
-    def gather(self, authorized_key: str) -> dict[str, WorkerLink]:
+    def gather(self, authorized_key: str | None) -> dict[str, WorkerLink]:
         """Wait until every worker has its sshd up with our key, or fail naming who is missing; then pin their
-        host keys and watch them."""
+        host keys and watch them. authorized_key None: a parameter-server job, whose hosts check in without ssh."""
         self.authorized_key = authorized_key
         self.listen()
         self._await_check_ins()
-        (self.run_dir / "known_hosts").write_text("".join(f"{link.host} {link.host_key}\n"
-                                                          for link in self.links.values()))
+        if authorized_key is not None:
+            (self.run_dir / "known_hosts").write_text("".join(f"{link.host} {link.host_key}\n"
+                                                              for link in self.links.values()))
         self.watchers = [threading.Thread(target=self._watch, args=(link,), daemon=True)
                          for link in self.links.values()]
         for watcher in self.watchers:
@@ -204,8 +206,12 @@ class Master:
                 raise ClusterError(f"worker {host} runs launcher {claim.version}, master runs {__version__}: "
                                    "every host of a job must use the same image")
             replaced = self._earlier_link(host, claim.address)
-            connection.send({"type": "key", "authorized_key": self.authorized_key})
-            host_key = self._await_ready(host, connection)
+            if self.authorized_key is None:  # a parameter-server job: nothing runs over ssh
+                connection.send({"type": "welcome"})
+                host_key = ""
+            else:
+                connection.send({"type": "key", "authorized_key": self.authorized_key})
+                host_key = self._await_ready(host, connection)
             with self.cond:
                 late = self.late_failure is not None  # the job failed while this worker checked in
                 if not late:
@@ -267,6 +273,7 @@ class Master:
         """Hand each of a worker's messages to its handler. The connection closing before `done` means the
         worker is gone; timing out, that it is unreachable."""
         handlers = {"launched": self._on_launched, "daemon_exited": self._on_daemon_exited, "bye": self._on_bye,
+                    **dict.fromkeys(("failed", "workers_finished", "workers_ended", "stopped"), self._on_report),
                     "host_report": self._on_reply, "stacks": self._on_reply, "stacks_wanted": self._on_stacks_wanted}
         how = "went away during the job (container stopped or crashed)"
         try:
@@ -293,6 +300,10 @@ class Master:
     def _on_daemon_exited(self, host: str, message: dict) -> None:
         if not self.closing and self.on_daemon_exited:
             self.on_daemon_exited(host)
+
+    def _on_report(self, host: str, message: dict) -> None:
+        if not self.closing and self.on_report:
+            self.on_report(host, message)
 
     def _on_bye(self, host: str, message: dict) -> None:
         if message.get("user_failure"):
@@ -353,6 +364,12 @@ class Master:
         """Tell every worker the job's outcome and wait (briefly) for each to acknowledge (its `bye` carries
         its user's failure text, into user_failures). A job that failed before every worker checked in lingers,
         up to LINGER_S and never past the peer deadline, to tell the late workers why."""
+        self.broadcast_done(exit_code, failure, user_failure)
+        self.await_byes(timeout_s)
+
+    def broadcast_done(self, exit_code: int, failure: str | None, user_failure: str | None = None) -> None:
+        """finish()'s first half: the outcome to every worker (a parameter-server master then ends its own
+        processes while the workers end theirs)."""
         with self.cond:
             if exit_code and not self.gathered:
                 self.late_failure = failure or f"exit code {exit_code}"
@@ -361,6 +378,9 @@ class Master:
         for link in self.links.values():
             link.connection.send_quietly({"type": "done", "exit_code": exit_code, "failure": failure,
                                           "user_failure": user_failure})
+
+    def await_byes(self, timeout_s: float) -> None:
+        """finish()'s second half: each worker's bye, briefly, then the links and the listener closed."""
         # Each worker answers "bye" and closes its end, which ends its watcher: wait for that, briefly.
         deadline = time.monotonic() + timeout_s
         for watcher in self.watchers:

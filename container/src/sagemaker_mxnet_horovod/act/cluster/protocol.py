@@ -23,6 +23,16 @@ handshake port.
   master -> {"type": "done", "exit_code": N, "failure": "...", "user_failure": "..."}
   worker -> {"type": "bye", "user_failure": "..."}
 
+A parameter-server job (act/ps_run.py) runs no ssh: the master answers a verified hello with
+  master -> {"type": "welcome"}                                          (instead of the key; no ready follows)
+and while the job runs each host reports on its own processes, for the master to decide the job's outcome:
+  worker -> {"type": "failed", "failure": "...", "exit_code": N}   one of its processes failed the job (the first)
+  worker -> {"type": "workers_finished"}   all of its workers have finished (their script returned, or they exited 0)
+  worker -> {"type": "workers_ended", "succeeded": B}   all of its worker processes have ended (B: all exited 0)
+  worker -> {"type": "stopped", "signal": N}   it was stopped (SIGTERM): the master stops the job everywhere
+The diagnosis's messages (dump_stacks/stacks, stacks_wanted, report_request/host_report) are the same; the
+master asks for the hosts' reports once the verdict is known, before `done`.
+
 user_failure: what the user's program wrote to that host's /opt/ml/output/failure during the job (or null),
 so each host's failure file can show the text the user's program wrote on another host.
 The per-job key never leaves the job: the master generates it, gives each worker the public half, and pins

@@ -1,6 +1,7 @@
 """A worker's side of the handshake (protocol.py): start sshd, check in with the master, report mpirun's daemon
 on this host, and wait for the job's outcome, handing each of the master's messages to its handler; answer
-the master's questions for the diagnosis (this host's report, its ranks' stacks)."""
+the master's questions for the diagnosis (this host's report, its ranks' stacks). A parameter-server host checks
+in without ssh and runs the same session beside its own processes."""
 
 from __future__ import annotations
 
@@ -60,6 +61,25 @@ def serve_master(master: str, port: int, current_host: str, sshd: Sshd, deadline
         connection.close()
 
 
+def check_in_without_ssh(master: str, port: int, current_host: str, deadline: float,
+                         source_address: str | None) -> Connection:
+    """A parameter-server host's check-in: hello, welcome; no keys, nothing runs over ssh. Returns the connection
+    for the session (WorkerSession) that follows."""
+    connection = connect(master, port, deadline, source_address=source_address)
+    try:
+        connection.send({"type": "hello", "host": current_host, "version": __version__})
+        reply = connection.receive(max(1.0, deadline - time.monotonic()))
+    except BaseException:
+        connection.close()
+        raise
+    if reply is None or reply.get("type") != "welcome":
+        connection.close()
+        if reply is None:
+            raise ClusterError(f"the master {master} closed the connection during the handshake")
+        raise ClusterError(f"the master {master} rejected this worker: {reply.get('message', reply)}")
+    return connection
+
+
 def check_in(connection: Connection, master: str, current_host: str, sshd: Sshd, launch_error: Exception | None,
              deadline: float) -> None:
     """hello, the job's key into sshd, ready with this job's host key (or the error that stopped sshd)."""
@@ -84,10 +104,16 @@ class WorkerSession:
     """After the check-in: once a second, report mpirun's daemon here, then handle what the master sent."""
 
     def __init__(self, connection: Connection, master: str, stop_requested: threading.Event,
-                 failure_file: Path | None, diagnostics: HostDiagnostics | None = None):
+                 failure_file: Path | None, diagnostics: HostDiagnostics | None = None,
+                 on_stop: Callable[[int], object] = signal_local_ranks, reports_daemon: bool = True,
+                 bye_on_done: bool = True):
         self.connection, self.master, self.stop_requested, self.failure_file = (
             connection, master, stop_requested, failure_file)
         self.diagnostics = diagnostics or HostDiagnostics()
+        # What the master's stop does here (an MPI worker signals its ranks), whether there is an MPI daemon to
+        # report on, and whether `done` is acknowledged at once (a parameter-server host first ends its own
+        # processes, then says bye itself).
+        self.stop_here, self.reports_daemon, self.bye_on_done = on_stop, reports_daemon, bye_on_done
         self.last_heard = time.monotonic()
         self.stop_deadline: float | None = None
         self.launched = self.daemon_exited = False
@@ -119,6 +145,8 @@ class WorkerSession:
 
     def report_daemon(self) -> None:
         """`launched` once mpirun's daemon runs here, `daemon_exited` once it is gone again."""
+        if not self.reports_daemon:
+            return
         running = mpi_daemon_running()
         if running and not self.launched:
             self.launched = True
@@ -130,18 +158,23 @@ class WorkerSession:
     def on_done(self, message: dict) -> WorkerOutcome:
         code = int(message.get("exit_code", 1))
         # The job has ended: this host's ranks have too, and whatever they wrote is complete.
-        user_failure = read_user_failure(self.failure_file) if self.failure_file and code else None
-        self.connection.send_quietly({"type": "bye", "user_failure": user_failure})
+        if self.bye_on_done:
+            self.bye(code)
         if code == 0:
             return WorkerOutcome(0, None)
         return WorkerOutcome(code, f"the job failed on {self.master}: {message.get('failure') or f'exit code {code}'}",
                              master_user_failure=message.get("user_failure") or None)
 
+    def bye(self, code: int) -> None:
+        """The acknowledgement of `done`, with what the user's program wrote to this host's failure file."""
+        user_failure = read_user_failure(self.failure_file) if self.failure_file and code else None
+        self.connection.send_quietly({"type": "bye", "user_failure": user_failure})
+
     def on_reject(self, message: dict) -> None:
         raise ClusterError(f"the master {self.master} rejected this worker: {message.get('message')}")
 
     def on_stop(self, message: dict) -> None:
-        signal_local_ranks(int(message.get("signal", signal.SIGTERM)))
+        self.stop_here(int(message.get("signal", signal.SIGTERM)))
 
     def on_heartbeat(self, message: dict) -> None:
         self.last_heard = time.monotonic()

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Horovod against MXNet's parameter server, in miniature: AWS's Horovod-for-MXNet comparison (one server, one
+server per worker, two servers per worker) on this machine, in one run, as ratios.
+
+Every worker gets the same CPU in every layout (docker --cpuset-cpus, --cpus, OMP_NUM_THREADS=1): at 2 workers
+one core each (one host each, cores 0 and 1); at 4 workers half a core each (two hosts per core, --cpus 0.5).
+The scheduler and the servers run in the workers' containers and share their CPU, as they share a host's cores
+on SageMaker. Layouts, alternating within each round so that a change in the machine's load hits all alike:
+
+  alone          one worker by itself (a single process, no distribution), with one worker's CPU
+  horovod        N hosts x 1 rank, Horovod over MPI (the image's default)
+  ps 1 server    N hosts x 1 worker, one server (beside the scheduler, on the first host)
+  ps 1:1         N hosts x 1 worker, N servers (one per host: AWS's MXNet toolkit's layout)
+  ps 2:1         N hosts x 1 worker, 2N servers (two per host)
+  control        N independent single-process jobs at once, each with one worker's CPU
+
+Efficiency = throughput / (N x alone) (Horovod's definition) and / control (what N busy workers can do on this
+machine at all). The built-in programs' kvstore hyperparameter switches them between Horovod (kvstore horovod)
+and the parameter servers (kvstore dist_sync: the servers sum the gradients, each worker applies them).
+Throughput: MNIST's global samples/s of the steady epochs (the first left out), Faster R-CNN's (ResNet-50 backbone,
+random weights, synthetic COCO, short side --short, 192 by default) global images/s of iterations 2..N from rank
+0's log lines. Faster R-CNN is the compute-heavier model, and its ResNet-50 backbone has far more parameters to
+exchange every step than MNIST's small CNN. At a short side of 320 one worker alone on a core trained 0.05
+images/s here, too slow for a run of every layout; a short side of 192 keeps every parameter (so every step's
+communication) and cuts the pixels to about a third of 320's (a 17th of the training size's 800). Smaller fails:
+the RPN keeps 2000 proposals in training, more than a 128-pixel image has anchors.
+
+  python3 benchmarks/parameter_server_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
+      [--workers 2 4] [--repeat 1] [--data path/to/mnist] [--train 6000] [--epochs 3] [--iterations 4]
+      [--short 192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
+from weak_scaling import load, prepare_data, steady_rate  # noqa: E402
+
+LAYOUTS = ("alone", "horovod", "ps 1 server", "ps 1:1", "ps 2:1", "control")
+SERVERS = {"ps 1 server": lambda n: 1, "ps 1:1": lambda n: n, "ps 2:1": lambda n: 2 * n}
+
+
+def placement(workers: int) -> tuple[dict, dict]:
+    """Host -> cpuset and host -> --cpus for `workers` one-worker hosts: one core each at 2, half a core at 4."""
+    hosts = [f"algo-{i + 1}" for i in range(workers)]
+    if workers == 2:
+        return {host: str(i) for i, host in enumerate(hosts)}, {}
+    if workers == 4:
+        return {host: str(i // 2) for i, host in enumerate(hosts)}, {host: "0.5" for host in hosts}
+    raise SystemExit("benchmark: --workers takes 2 and 4 (what 2 cores can share evenly)")
+
+
+def program_hps(model: str, args) -> tuple[dict, list]:
+    data = args.data_dir
+    if model == "faster_rcnn":
+        hps = {"sagemaker_program": "faster_rcnn", "batch-size": "1", "short": str(args.short),
+               "max-size": str(2 * args.short), "pretrained-base": "false",
+               "num-workers": "0", "epochs": "1", "max-iterations-per-epoch": str(args.iterations),
+               "log-interval": "1", "lr-warmup": "0", "resume": "false", "tensorboard": "false"}
+        return hps, [Channel("train", data["faster_rcnn"])]
+    hps = {"sagemaker_program": "mnist", "epochs": str(args.epochs), "batch-size": "64", "log-interval": "0",
+           "save-checkpoints": "false", "tensorboard": "false"}
+    return hps, [Channel("train", data["mnist"] / "train"), Channel("test", data["mnist"] / "test")]
+
+
+def spec(model: str, layout: str, workers: int, args, host_index: int = 0) -> JobSpec:
+    """The job of a layout; for alone and each control job, one host placed like worker `host_index`."""
+    hps, channels = program_hps(model, args)
+    cpusets, cpus = placement(workers)
+    if layout in ("alone", "control"):
+        source = f"algo-{host_index + 1}"
+        return JobSpec(image=args.image, hosts=1, hyperparameters=hps, channels=channels, timeout_s=3600,
+                       env={"OMP_NUM_THREADS": "1"}, cpusets={"algo-1": cpusets[source]},
+                       cpus={"algo-1": cpus[source]} if cpus else {})
+    if layout != "horovod":
+        hps = {**hps, "kvstore": "dist_sync", "sagemaker_parameter_server_num_servers": str(SERVERS[layout](workers))}
+    return JobSpec(image=args.image, hosts=workers, hyperparameters=hps, channels=channels, timeout_s=3600,
+                   env={"OMP_NUM_THREADS": "1"}, cpusets=cpusets, cpus=cpus)
+
+
+def throughput(model: str, layout: str, workers: int, args, workdir: Path) -> float:
+    if layout != "control":
+        return steady_rate(run_job(spec(model, layout, workers, args), workdir), f"{model} {layout} x{workers}")
+    results: dict = {}
+
+    def one(index: int) -> None:
+        results[index] = run_job(spec(model, layout, workers, args, index), workdir / f"job-{index}")
+
+    threads = [threading.Thread(target=one, args=(index,)) for index in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(steady_rate(results[index], f"{model} control job {index}") for index in range(workers))
+
+
+def report(rates: dict, args) -> None:
+    print()
+    print(f"Horovod vs parameter server in {args.image}: {args.repeat} round(s), medians; MNIST {args.epochs} "
+          f"epochs of {args.train} samples, batch 64 per worker; Faster R-CNN {args.iterations} iterations (the "
+          f"first not timed), batch 1, short side {args.short}; load average at the end {load()}")
+    print(f"{'model':12s} {'workers':>7s} {'layout':12s} {'throughput':>11s} {'vs N x alone':>13s} {'vs control':>11s}")
+    for model in args.models:
+        for workers in args.workers:
+            alone = statistics.median(rates[(model, workers, "alone")])
+            control = statistics.median(rates[(model, workers, "control")])
+            for layout in LAYOUTS:
+                rate = statistics.median(rates[(model, workers, layout)])
+                scaled = "-" if layout == "alone" else f"{rate / (workers * alone):.2f}"
+                versus = "-" if layout in ("alone", "control") else f"{rate / control:.2f}"
+                print(f"{model:12s} {workers:7d} {layout:12s} {rate:11.3f} {scaled:>13s} {versus:>11s}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
+    parser.add_argument("--models", nargs="+", choices=["mnist", "faster_rcnn"], default=["mnist", "faster_rcnn"])
+    parser.add_argument("--workers", type=int, nargs="+", default=[2, 4])
+    parser.add_argument("--repeat", type=int, default=1, help="rounds; layouts alternate within each")
+    parser.add_argument("--data", type=Path, help="real MNIST (train/, test/ with images.gz, labels.gz): its "
+                        "first --train digits; default: synthetic digits")
+    parser.add_argument("--train", type=int, default=6000, help="MNIST training samples")
+    parser.add_argument("--epochs", type=int, default=3, help="MNIST epochs (the first not timed)")
+    parser.add_argument("--iterations", type=int, default=4, help="Faster R-CNN iterations (the first not timed)")
+    parser.add_argument("--short", type=int, default=192, help="Faster R-CNN's image short side (training: 800)")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2:
+        sys.exit("benchmark: needs at least 2 cores")
+    for workers in args.workers:
+        placement(workers)
+
+    rates: dict = {}  # (model, workers, layout) -> [throughput]
+    with tempfile.TemporaryDirectory(prefix="ps-scaling-") as tmp:
+        tmp = Path(tmp)
+        args.data_dir = {}
+        if "mnist" in args.models:
+            args.data_dir["mnist"] = prepare_data(argparse.Namespace(**{**vars(args), "model": "mnist"}), tmp)
+        if "faster_rcnn" in args.models:  # enough images for every worker's iterations
+            subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp}:/data", "--entrypoint", "synth-data", args.image,
+                            "coco", "/data/coco", "--train", str(max(args.workers) * args.iterations), "--val", "0"],
+                           check=True, stdout=subprocess.DEVNULL)
+            args.data_dir["faster_rcnn"] = tmp / "coco"
+        for round_ in range(args.repeat):
+            for model in args.models:
+                for workers in args.workers:
+                    for index, layout in enumerate(LAYOUTS):
+                        before = load()
+                        rate = throughput(model, layout, workers, args, tmp / f"run-{round_}-{model}-{workers}-{index}")
+                        rates.setdefault((model, workers, layout), []).append(rate)
+                        print(f"round {round_ + 1} {model:12s} {workers} workers {layout:12s} {rate:10.3f}/s "
+                              f"(load before {before}, after {load()})", flush=True)
+    report(rates, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

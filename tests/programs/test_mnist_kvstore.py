@@ -1,0 +1,100 @@
+"""mnist.py as 2 parameter-server workers (--kvstore dist_sync) on one host, with a scheduler and a server started
+as the launcher starts them (DMLC_* variables, `python -c 'import mxnet'`): the same training as 2 Horovod ranks
+(gradients summed by the server, averaged over the workers), the collectives over the kvstore, the stop vote."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from entrypoint_job import Job
+
+from programs.helpers import MNIST, base_env, channels_env, run_mnist
+
+pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
+
+EPOCH_LINE = re.compile(r"^epoch=(\d+) train_loss=(\S+) train_accuracy=\S+ val_accuracy=(\S+) ", re.MULTILINE)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ParameterServerJob:
+    """A scheduler, a server and the workers (mnist.py) of one host, as processes."""
+
+    def __init__(self, workdir, args, env, workers=2):
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        dmlc = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()), "DMLC_NUM_SERVER": "1",
+                "DMLC_NUM_WORKER": str(workers), "DMLC_INTERFACE": "lo"}
+        full = {**base_env(workdir, env), **dmlc}
+        role = [sys.executable, "-c", "import mxnet"]
+        self.roles = [subprocess.Popen(role, env={**full, "DMLC_ROLE": name}, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL) for name in ("scheduler", "server")]
+        argv = [sys.executable, str(MNIST), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
+        self.workers = [Job(subprocess.Popen(argv, env={**full, "DMLC_ROLE": "worker", "SMMH_WORKER_RANK": str(rank),
+                                                        "SMMH_LOCAL_WORKER_RANK": str(rank),
+                                                        "SMMH_LOCAL_WORKERS": str(workers)},
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir),
+                            workdir)
+                        for rank in range(workers)]
+
+    def wait(self, timeout):
+        deadline = time.time() + timeout
+        try:
+            for worker in self.workers:
+                worker.wait(max(1, deadline - time.time()))
+        finally:
+            self.end()
+        return self.workers
+
+    def end(self):
+        """The launcher's part at the end: the roles serve until told, and nothing may outlive the job."""
+        for process in [*self.roles, *(worker.proc for worker in self.workers)]:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+
+
+@pytest.mark.slow
+def test_two_kvstore_workers_train_as_two_horovod_ranks(tiny_mnist, tmp_path):
+    args = ["--epochs", "1", "--batch-size", "50", "--log-interval", "0", "--tensorboard", "false"]
+    horovod = run_mnist(tmp_path / "horovod", args, env=channels_env(tiny_mnist), ranks=2, timeout=110)
+    assert horovod.returncode == 0, horovod.explain()
+    workers = ParameterServerJob(tmp_path / "kvstore", [*args, "--kvstore", "dist_sync"],
+                                 channels_env(tiny_mnist)).wait(110)
+    assert [w.returncode for w in workers] == [0, 0], "\n".join(w.explain() for w in workers)
+    rank0 = workers[0].stdout
+    assert "world_size=2" in rank0 and "lr=0.02 " in rank0 and not workers[1].stdout.strip()  # rank 0 logs
+    (_, horovod_loss, horovod_acc), = EPOCH_LINE.findall(horovod.stdout)
+    (_, kvstore_loss, kvstore_acc), = EPOCH_LINE.findall(rank0)
+    # The same training: the server's sum, averaged, is Horovod's average (up to the order of the additions).
+    assert float(kvstore_loss) == pytest.approx(float(horovod_loss), abs=2e-3), (horovod_loss, kvstore_loss)
+    assert float(kvstore_acc) == pytest.approx(float(horovod_acc), abs=0.02), (horovod_acc, kvstore_acc)
+    metrics = json.loads((tmp_path / "kvstore" / "model" / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["history"][0]["val_samples"] == 200  # the whole test set
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_stops_both_with_a_checkpoint(tiny_mnist, tmp_path):
+    args = ["--epochs", "3", "--batch-size", "10", "--log-interval", "5", "--kvstore", "dist_sync"]
+    job = ParameterServerJob(tmp_path, args, channels_env(tiny_mnist))
+    try:
+        job.workers[0].wait_for(r"epoch=1 batch=10/", timeout=90)
+        os.kill(job.workers[1].proc.pid, signal.SIGTERM)
+        signalled = time.time()
+        workers = job.wait(60)
+    finally:
+        job.end()
+    assert [w.returncode for w in workers] == [143, 143], "\n".join(w.explain() for w in workers)
+    assert time.time() - signalled < 20
+    assert len(list((tmp_path / "checkpoints").glob("checkpoint-epoch-0001-batch-*.json"))) == 1
