@@ -13,8 +13,8 @@ library only and self-contained. What a launch module may declare, each optional
 #     every new image all through training, not once; MXNet's heuristic choice is kept instead.
 #   * MXNet's pointwise fusion (MXNET_USE_FUSION, on by default) compiles each fused kernel with NVRTC once per
 #     process (kept in memory) and the driver JIT-compiles its PTX into CUDA's JIT cache (~/.nv/ComputeCache, shared
-#     by the host's ranks): nothing to set per program. Keeping that cache across warm-pool jobs (CUDA_CACHE_PATH)
-#     is the launcher's to set, next to its warm-pool MXNET_HOME.
+#     by the host's ranks): nothing to set per program. The launcher keeps that cache across warm-pool jobs
+#     (CUDA_CACHE_PATH, plan/env_rules.py's warm_pool_cache, next to MXNET_HOME).
 _GPU_MXNET = (
     ("MXNET_GPU_MEM_POOL_TYPE", "Round"),
     ("MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "28"),

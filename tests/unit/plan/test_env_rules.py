@@ -73,6 +73,11 @@ def test_warm_pool_cache_holds_pips_cache_and_mxnet_home():
     assert warm_pool_cache(job()) == [] == warm_pool_cache(job(env={"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": ""}))
 
 
+def test_warm_pool_cache_keeps_cudas_jit_cache_on_gpu_hosts():
+    effects = warm_pool_cache(job(facts=GPU8, env={"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": "/wp"}))
+    assert settings(effects) == {"PIP_CACHE_DIR": "/wp/pip", "MXNET_HOME": "/wp/mxnet", "CUDA_CACHE_PATH": "/wp/cuda"}
+
+
 def test_program_environment_comes_from_the_programs_launch_module():
     rcnn = program_environment(job(facts=GPU8, sagemaker_program="faster_rcnn"))
     assert settings(rcnn)["MXNET_GPU_MEM_POOL_TYPE"] == "Round" and len(rcnn) == 7

@@ -78,12 +78,17 @@ WARM_POOL_CACHE_VAR = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 
 def warm_pool_cache(job: Job) -> list[Setting]:
     """Downloads a warm-pool job can keep for the next one: pip's cache (the wheels of the user's
-    requirements.txt) and MXNet's data home (MXNET_HOME: GluonCV's and Gluon's pretrained weights)."""
+    requirements.txt), MXNet's data home (MXNET_HOME: GluonCV's and Gluon's pretrained weights) and, on GPU hosts,
+    CUDA's JIT cache: MXNet compiles its fused pointwise kernels with NVRTC in every process and the driver turns
+    their PTX into machine code, a first-step cost the cache saves in the next job (not measured: no GPU here)."""
     cache = job.base_env.get(WARM_POOL_CACHE_VAR, "").rstrip("/")
     if not cache:
         return []
     why = f"{WARM_POOL_CACHE_VAR} is set: kept for the next job on this warm-pool instance"
-    return [Setting("PIP_CACHE_DIR", f"{cache}/pip", why), Setting("MXNET_HOME", f"{cache}/mxnet", why)]
+    kept = [Setting("PIP_CACHE_DIR", f"{cache}/pip", why), Setting("MXNET_HOME", f"{cache}/mxnet", why)]
+    if job.facts.gpu_count:
+        kept.append(Setting("CUDA_CACHE_PATH", f"{cache}/cuda", f"{why} (the driver's JIT cache of fused kernels)"))
+    return kept
 
 
 def program_environment(job: Job) -> list[Setting]:
