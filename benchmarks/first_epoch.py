@@ -116,20 +116,28 @@ class CpuSampler:
         return max(0.0, (busy1 - busy0) - (job1 - job0)) / (t1 - t0)
 
 
-def run(name: str, image: str, data: Path, workdir: Path, args, dissect: bool = False) -> dict:
+def run_probed(spec_for, workdir: Path, what: str):
+    """Run the job spec_for(during) builds, sampling the machine's CPU meanwhile; its result, every rank's probe
+    record (first-steps-rank<R>.json in output/data) by rank, and the sampler. A failed job ends the benchmark."""
     sampler = CpuSampler()
-    spec = job_spec(image, data, args.epochs, CONFIGURATIONS[name.removeprefix("baseline: ")], dissect, sampler.run)
     try:
-        result = run_job(spec, workdir)
+        result = run_job(spec_for(sampler.run), workdir)
     finally:
         sampler.stop.set()
     if any(code != 0 for code in result.exit_codes) or result.timed_out:
-        sys.exit(f"benchmark: {name} failed:\n{result.describe()}")
+        sys.exit(f"benchmark: {what} failed:\n{result.describe()}")
     records = {}
     for host in result.hosts:
         for path in (host.root / "output" / "data").glob("first-steps-rank*.json"):
             record = json.loads(path.read_text())
             records[record["rank"]] = record
+    return result, records, sampler
+
+
+def run(name: str, image: str, data: Path, workdir: Path, args, dissect: bool = False) -> dict:
+    configuration = CONFIGURATIONS[name.removeprefix("baseline: ")]
+    result, records, sampler = run_probed(
+        lambda during: job_spec(image, data, args.epochs, configuration, dissect, during), workdir, name)
     history = json.loads((result.master.root / "model" / "metrics.json").read_text())["history"]
     omp = re.search(r"OMP_NUM_THREADS=(\S+) \(([^)]*)\)", result.master.logs)
     epochs = records[0]["epochs"]

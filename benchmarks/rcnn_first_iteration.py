@@ -32,12 +32,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from first_epoch import PROBE_DIR, CpuSampler, load
+from first_epoch import PROBE_DIR, load, phases, run_probed
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
+from local_job import DOCKER, Channel, JobSpec  # noqa: E402
 
 INPUT_PROBE_DIR = Path(__file__).resolve().parent / "rcnn_input_probe"
 CONFIGURATIONS = {  # name -> (environment, hyperparameters)
@@ -57,31 +57,15 @@ def run(model: str, name: str, image: str, data: Path, workdir: Path, args) -> d
            "probe-model": model, "pretrained-base": "false", "short": str(args.short), "max-size": str(args.short * 5 // 3),
            "epochs": "1", "max-iterations-per-epoch": str(args.iterations), "log-interval": "1", "lr-warmup": "0",
            "resume": "false", "tensorboard": "false", **extra}
-    sampler = CpuSampler()
-    spec = JobSpec(image=image, hosts=2, hyperparameters=hps, env=env, code_dir=PROBE_DIR, during=sampler.run,
-                   channels=[Channel("train", data)], timeout_s=3600)
-    try:
-        result = run_job(spec, workdir)
-    finally:
-        sampler.stop.set()
-    if any(code != 0 for code in result.exit_codes) or result.timed_out:
-        sys.exit(f"benchmark: {model} {name} failed:\n{result.describe()}")
-    records = {}
-    for host in result.hosts:
-        for path in (host.root / "output" / "data").glob("first-steps-rank*.json"):
-            record = json.loads(path.read_text())
-            records[record["rank"]] = record
+    _, records, sampler = run_probed(
+        lambda during: JobSpec(image=image, hosts=2, hyperparameters=hps, env=env, code_dir=PROBE_DIR, during=during,
+                               channels=[Channel("train", data)], timeout_s=3600), workdir, f"{model} {name}")
     epoch = records[0]["epochs"][0]
     ends = [epoch["start"]] + [end for _, end in epoch["stepped"]]
     waits = [arrived - previous_end for arrived, previous_end in zip(epoch["arrived"], ends)]
     steps = [end - start for start, end in epoch["stepped"]]
     return {"waits": waits, "steps": steps, "records": records,
             "other_cpu": sampler.other_cpu_per_second(epoch["start"], epoch["end"])}
-
-
-def phases(record: dict) -> dict:
-    marks = record["marks"]
-    return {name: at - marks[i - 1][1] for i, (name, at) in enumerate(marks) if i}
 
 
 def summary(result: dict) -> dict:
