@@ -5,17 +5,16 @@ fails naming them, within the peer timeout. The master with real workers and mpi
 
 import dataclasses
 import os
-import signal
 import socket
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
 import unit_paths
 from plan_cases import config, plan
 from sagemaker_mxnet_horovod.act.master_run import MasterRun
+from stacks_request import ask_for_stacks_then_release
 
 pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
 
@@ -58,19 +57,7 @@ def test_sigusr1_writes_every_ranks_stacks_and_the_job_goes_on(tmp_path):
     job = dataclasses.replace(single(tmp_path, ""), command=(
         sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path / "run"), str(tmp_path), "--",
         sys.executable, str(tmp_path / "train.py"), str(tmp_path / "release")))
-    problems = []
-
-    def ask_then_release() -> None:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "release.waiting").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGUSR1)  # what `train stacks` and `docker kill --signal USR1` send
-        while not list((tmp_path / "data" / "stacks").glob("*/summary.txt")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        problems.extend([] if time.monotonic() < deadline else ["no dump within 30 s"])
-        (tmp_path / "release").write_text("")  # opened for writing: the rank's open() returns
-
-    threading.Thread(target=ask_then_release, daemon=True).start()
+    problems = ask_for_stacks_then_release(tmp_path)
     outcome = MasterRun(job, {"PYTHONPATH": str(unit_paths.SRC), "PATH": os.environ["PATH"]}, "",
                         tmp_path / "failure").run()
     assert problems == [] and outcome.exit_code == 0

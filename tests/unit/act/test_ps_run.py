@@ -7,7 +7,6 @@ own roles, across real containers: tests/integration, tests/faults."""
 import dataclasses
 import json
 import os
-import signal
 import socket
 import sys
 import textwrap
@@ -24,6 +23,7 @@ from sagemaker_mxnet_horovod.diagnose import host_report, roles
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
+from stacks_request import ask_for_stacks_then_release
 
 SERVE = "import time\nwhile True: time.sleep(1)"  # a server or scheduler: runs until it is ended
 PS = {"sagemaker_parameter_server_enabled": "true"}
@@ -240,19 +240,7 @@ def test_sigusr1_writes_every_workers_stacks_and_the_job_goes_on(tmp_path):
         sys.executable, str(tmp_path / "train.py"), str(tmp_path / "release")),
         env={**p.processes[2].env, "SMMH_WORKER_RANK": "0"})
     p = dataclasses.replace(p, processes=(*p.processes[:2], worker), output_data_dir=str(tmp_path / "data"))
-    problems = []
-
-    def ask_then_release() -> None:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "release.waiting").exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        os.kill(os.getpid(), signal.SIGUSR1)  # what `train stacks` and `docker kill --signal USR1` send
-        while not list((tmp_path / "data" / "stacks").glob("*/summary.txt")) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        problems.extend([] if time.monotonic() < deadline else ["no dump within 30 s"])
-        (tmp_path / "release").write_text("")  # opened for writing: the worker's open() returns
-
-    threading.Thread(target=ask_then_release, daemon=True).start()
+    problems = ask_for_stacks_then_release(tmp_path)
     started = time.monotonic()
     outcome = ParameterServerRun(p, {**os.environ, "PYTHONPATH": str(unit_paths.SRC)}, "127.0.0.1",
                                  tmp_path / "failure").run()
