@@ -96,6 +96,11 @@ def check_single_process(prog, setting, kvstore, env, environ=None):
         raise ProgramError(f"{setting} runs {what}, but {env.size} ranks were launched")
 
 
+def host_cores():
+    """The cores this process may run on (its CPU affinity)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def limit_cpu_threads(local_size, environ=None):
     """Splits the host's cores between the ranks on it (sets OMP_NUM_THREADS unless the user did).
 
@@ -105,8 +110,7 @@ def limit_cpu_threads(local_size, environ=None):
     environ = os.environ if environ is None else environ
     if "OMP_NUM_THREADS" in environ or local_size < 2:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = max(1, cores // local_size)
+    threads = max(1, host_cores() // local_size)
     environ["OMP_NUM_THREADS"] = str(threads)
     return threads
 

@@ -317,7 +317,7 @@ def main(model, argv=None):
         if config.num_workers is None:
             import mxnet as mx
 
-            workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, len(os.sched_getaffinity(0)))
+            workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, sm.host_cores())
             config = dataclasses.replace(config, num_workers=workers)
         session = Session(model.prog, env, stop, kvstore=config.kvstore)
         RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
