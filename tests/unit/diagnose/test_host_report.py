@@ -1,7 +1,14 @@
 """host_report.py: what a host reports when the job ends (its memory at start and end, /dev/shm's size), the
 line naming a host that ran out of memory, and the end-of-job line's peaks."""
 
-from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause, peak_line, report_now
+from sagemaker_mxnet_horovod.diagnose.host_report import (
+    REPORT_TIMEOUT_S,
+    HostReport,
+    every_host_report,
+    oom_cause,
+    peak_line,
+    report_now,
+)
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, read_memory
 
 MIB = 1 << 20
@@ -40,3 +47,16 @@ def test_report_now_reads_this_machine():
     report = report_now(read_memory())
     assert report.shm_bytes is None or report.shm_bytes > 0
     assert not report.ran_out_of_memory or report.at_end.oom_kills is not None
+
+
+def test_every_host_report_is_this_hosts_and_each_workers_answer():
+    asked = []
+
+    def ask_workers(message, reply_type, timeout_s):  # the master's: each worker's reply by host
+        asked.append((message, reply_type, timeout_s))
+        return {"algo-2": {"type": "host_report", "report": HostReport(START, OOM, 64 * MIB).to_message()}}
+
+    reports = every_host_report("algo-1", read_memory(), ask_workers)
+    assert asked == [({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)]
+    assert sorted(reports) == ["algo-1", "algo-2"] and reports["algo-2"] == HostReport(START, OOM, 64 * MIB)
+    assert list(every_host_report("algo-1", read_memory())) == ["algo-1"]  # one host: nobody to ask

@@ -23,14 +23,13 @@ from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_s
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
-from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, peak_line, report_now
+from sagemaker_mxnet_horovod.diagnose.host_report import REPORT_TIMEOUT_S, HostReport, every_host_report, peak_line
 from sagemaker_mxnet_horovod.diagnose.memory import read_memory
 from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
 from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
-REPORT_TIMEOUT_S = 5.0  # how long the workers' reports may take once the job has ended (they answer at once)
 # After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the
 # crashed thread, which can hang in a library's exit handler; mpirun then waits for that rank forever.
 CRASH_EXIT_GRACE_S = 30.0
@@ -106,11 +105,8 @@ class MasterRun:
     def wait(self) -> JobResult:
         result = self.job.wait()
         seconds = time.monotonic() - self.started
-        self.host_reports = {self.plan.current_host: report_now(self.memory_at_start)}
-        if self.cluster:
-            replies = self.cluster.ask_workers({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)
-            self.host_reports.update({host: HostReport.from_message(reply.get("report"))
-                                      for host, reply in replies.items()})
+        self.host_reports = every_host_report(self.plan.current_host, self.memory_at_start,
+                                              self.cluster.ask_workers if self.cluster else None)
         log(f"job {describe_exit(result.returncode)} after {seconds:.1f} s; {peak_line(self.host_reports)}")
         return result
 

@@ -36,7 +36,13 @@ from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExi
 from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
-from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause, peak_line, report_now
+from sagemaker_mxnet_horovod.diagnose.host_report import (
+    REPORT_TIMEOUT_S,
+    every_host_report,
+    oom_cause,
+    peak_line,
+    report_now,
+)
 from sagemaker_mxnet_horovod.diagnose.memory import oom_during, read_memory
 from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
 from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError, StopRequested
@@ -44,7 +50,6 @@ from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 END_GRACE_S = 10.0  # once the verdict is known, how long the processes still running get after SIGTERM
 TICK_S = 1.0  # the loop's longest wait without an event
-REPORT_TIMEOUT_S = 5.0  # how long the hosts' memory reports may take at the job's end (they answer at once)
 
 
 def log(message: str) -> None:
@@ -201,11 +206,8 @@ class ParameterServerRun:
         """The master's end-of-job line: every host's peak memory (their sessions answer while they wait)."""
         if not self.is_master:
             return
-        reports = {self.host: report_now(self.memory_at_start)}
-        if self.master:
-            replies = self.master.ask_workers({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)
-            reports.update({host: HostReport.from_message(reply.get("report")) for host, reply in replies.items()})
-        log(peak_line(reports))
+        ask_workers = self.master.ask_workers if self.master else None
+        log(peak_line(every_host_report(self.host, self.memory_at_start, ask_workers)))
 
     # -----------------------------------------------------------------------------------------------------
     # Events

@@ -40,6 +40,19 @@ def report_now(at_start: MemoryReading) -> HostReport:
     return HostReport(at_start, read_memory(), shm_size())
 
 
+# How long the workers' answers may take once the job has ended (they answer at once); their stacks too.
+REPORT_TIMEOUT_S = 5.0
+
+
+def every_host_report(host: str, at_start: MemoryReading, ask_workers=None) -> dict[str, HostReport]:
+    """This host's report and each worker's, asked over the cluster (ask_workers: the master's; None on one host)."""
+    reports = {host: report_now(at_start)}
+    if ask_workers:
+        replies = ask_workers({"type": "report_request"}, "host_report", REPORT_TIMEOUT_S)
+        reports.update({worker: HostReport.from_message(reply.get("report")) for worker, reply in replies.items()})
+    return reports
+
+
 def peak_line(reports: Mapping[str, HostReport]) -> str:
     """'peak memory: algo-1 1.2 GiB of 3.7 GiB, algo-2 ...' for the end-of-job line (hosts in name order)."""
     return "peak memory: " + ", ".join(f"{host} {reports[host].at_end.describe_peak()}" for host in sorted(reports))
