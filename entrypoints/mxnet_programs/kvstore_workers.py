@@ -43,6 +43,15 @@ class KVStoreWorkers:
         if self.kv is not None:
             self.kv._barrier()
 
+    def trainer(self, params, optimizer, optimizer_params):
+        """A Gluon Trainer over the servers. They sum the workers' gradients and each worker applies them itself
+        (update_on_kvstore=False), averaged over the workers as Horovod's DistributedTrainer does; the optimizer's
+        state stays the worker's own, so checkpoints hold it."""
+        trainer = _first_pull_waiting_trainer(self.mx)(params, optimizer, optimizer_params, kvstore=self.kv,
+                                                        update_on_kvstore=False)
+        trainer._scale /= self.env.size
+        return trainer
+
     def rank(self):
         return self.env.rank
 
@@ -101,3 +110,23 @@ class KVStoreWorkers:
             mine = value.asnumpy() if self.rank() == root_rank else np.zeros(value.shape, dtype=value.dtype)
             summed = self.allreduce(self.mx.nd.array(mine, dtype=value.dtype), name=f"param.{name}")
             param.set_data(summed)
+
+
+def _first_pull_waiting_trainer(mx):
+    """mx.gluon.Trainer whose first step waits for the weights it pulls from the servers.
+
+    The Trainer creates its keys at its first step, after the first gradients exist: it pulls the initial
+    weights, then pushes and pulls the gradients on the same keys. MXNet does not order the two (they use
+    different buffers). When the gradients' round completes first, the servers (no optimizer on them) hold the
+    summed gradients, and the late pull makes them this worker's weights: the workers then train apart
+    (3 of 12 two-worker jobs differed after one step; docs/parameter-server.md)."""
+
+    class FirstPullWaitingTrainer(mx.gluon.Trainer):
+        def _init_params(self):
+            super()._init_params()
+            for param in self._params:
+                if not param._deferred_init:
+                    for array in param.list_data():
+                        array.wait_to_read()
+
+    return FirstPullWaitingTrainer

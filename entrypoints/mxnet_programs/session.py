@@ -129,12 +129,7 @@ class Session:
         if self.uses_horovod:
             return self.hvd.DistributedTrainer(params, optimizer, optimizer_params, num_groups=gradient_groups)
         if self.uses_parameter_servers:
-            # The servers sum the workers' gradients; each worker applies them (its optimizer state stays its
-            # own, so checkpoints hold it), averaged over the workers as Horovod's DistributedTrainer does.
-            trainer = self.mx.gluon.Trainer(params, optimizer, optimizer_params, kvstore=self.hvd.kv,
-                                            update_on_kvstore=False)
-            trainer._scale /= self.size
-            return trainer
+            return self.hvd.trainer(params, optimizer, optimizer_params)
         return self.mx.gluon.Trainer(params, optimizer, optimizer_params, kvstore=kvstore,
                                      update_on_kvstore=False if kvstore else None)
 

@@ -1,6 +1,7 @@
 """mnist.py as 2 parameter-server workers (--kvstore dist_sync) on one host, with a scheduler and a server started
 as the launcher starts them (DMLC_* variables, `python -c 'import mxnet'`): the same training as 2 Horovod ranks
-(gradients summed by the server, averaged over the workers), the collectives over the kvstore, the stop vote."""
+(gradients summed by the server, averaged over the workers), the collectives over the kvstore, the stop vote; and
+the programs' Trainer over the servers: every worker's weights equal after the first step."""
 
 import json
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from entrypoint_job import Job
 
-from programs.helpers import MNIST, base_env, channels_env, run_mnist
+from programs.helpers import CONTAINER_SRC, ENTRYPOINTS, MNIST, base_env, channels_env, run_mnist
 
 pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
 
@@ -28,10 +29,17 @@ def free_port():
         return probe.getsockname()[1]
 
 
-class ParameterServerJob:
-    """A scheduler, a server and the workers (mnist.py) of one host, as processes."""
+FIRST_STEP = Path(__file__).with_name("kvstore_first_step.py")
 
-    def __init__(self, workdir, args, env, workers=2):
+
+def mnist_argv(workdir, args):
+    return [sys.executable, str(MNIST), "--tensorboard-dir", str(Path(workdir) / "tensorboard"), *args]
+
+
+class ParameterServerJob:
+    """A scheduler, a server and the workers (`argv`, mnist.py in most tests) of one host, as processes."""
+
+    def __init__(self, workdir, argv, env, workers=2):
         workdir = Path(workdir)
         workdir.mkdir(parents=True, exist_ok=True)
         dmlc = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()), "DMLC_NUM_SERVER": "1",
@@ -40,7 +48,6 @@ class ParameterServerJob:
         role = [sys.executable, "-c", "import mxnet"]
         self.roles = [subprocess.Popen(role, env={**full, "DMLC_ROLE": name}, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL) for name in ("scheduler", "server")]
-        argv = [sys.executable, str(MNIST), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
         self.workers = [Job(subprocess.Popen(argv, env={**full, "DMLC_ROLE": "worker", "SMMH_WORKER_RANK": str(rank),
                                                         "SMMH_LOCAL_WORKER_RANK": str(rank),
                                                         "SMMH_LOCAL_WORKERS": str(workers)},
@@ -70,7 +77,7 @@ def test_two_kvstore_workers_train_as_two_horovod_ranks(tiny_mnist, tmp_path):
     args = ["--epochs", "1", "--batch-size", "50", "--log-interval", "0", "--tensorboard", "false"]
     horovod = run_mnist(tmp_path / "horovod", args, env=channels_env(tiny_mnist), ranks=2, timeout=110)
     assert horovod.returncode == 0, horovod.explain()
-    workers = ParameterServerJob(tmp_path / "kvstore", [*args, "--kvstore", "dist_sync"],
+    workers = ParameterServerJob(tmp_path / "kvstore", mnist_argv(tmp_path / "kvstore", [*args, "--kvstore", "dist_sync"]),
                                  channels_env(tiny_mnist)).wait(110)
     assert [w.returncode for w in workers] == [0, 0], "\n".join(w.explain() for w in workers)
     rank0 = workers[0].stdout
@@ -87,7 +94,7 @@ def test_two_kvstore_workers_train_as_two_horovod_ranks(tiny_mnist, tmp_path):
 @pytest.mark.slow
 def test_sigterm_to_one_worker_stops_both_with_a_checkpoint(tiny_mnist, tmp_path):
     args = ["--epochs", "3", "--batch-size", "10", "--log-interval", "5", "--kvstore", "dist_sync"]
-    job = ParameterServerJob(tmp_path, args, channels_env(tiny_mnist))
+    job = ParameterServerJob(tmp_path, mnist_argv(tmp_path, args), channels_env(tiny_mnist))
     try:
         job.workers[0].wait_for(r"epoch=1 batch=10/", timeout=90)
         os.kill(job.workers[1].proc.pid, signal.SIGTERM)
@@ -98,3 +105,16 @@ def test_sigterm_to_one_worker_stops_both_with_a_checkpoint(tiny_mnist, tmp_path
     assert [w.returncode for w in workers] == [143, 143], "\n".join(w.explain() for w in workers)
     assert time.time() - signalled < 20
     assert len(list((tmp_path / "checkpoints").glob("checkpoint-epoch-0001-batch-*.json"))) == 1
+
+
+@pytest.mark.slow
+def test_every_worker_has_the_same_weights_after_the_first_step(tmp_path):
+    """The Trainer pulls the initial weights at its first step, when the gradients already exist: if that pull
+    is not awaited before the gradients' push (kvstore_workers.py), it lost the race in 3 of 12 jobs and the
+    worker took the summed gradients for its weights. Several jobs, for a race."""
+    env = {"PYTHONPATH": os.pathsep.join([str(ENTRYPOINTS), str(CONTAINER_SRC)])}
+    for job_number in range(8):
+        workers = ParameterServerJob(tmp_path / str(job_number), [sys.executable, str(FIRST_STEP)], env).wait(60)
+        assert [w.returncode for w in workers] == [0, 0], "\n".join(w.explain() for w in workers)
+        digests = [w.stdout.strip() for w in workers]
+        assert digests[0] == digests[1], f"job {job_number}: the workers' weights differ after one step"
