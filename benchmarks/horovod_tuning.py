@@ -46,13 +46,16 @@ DEFAULT_VARIANTS = [
 
 class CpuSampler:
     """CPU ticks of every thread of the job's processes, sampled until stopped (a thread's last sample
-    before it exits is what counts, so the last interval can be missed)."""
+    before it exits is what counts, so the last interval can be missed). With `start_when` (a condition
+    checked at every sample), only the ticks after it first holds count: e.g. from the end of the first epoch,
+    leaving out the processes' start and imports."""
 
     RANK_MARK = "/opt/entrypoints/"
 
-    def __init__(self, interval: float = 0.25):
+    def __init__(self, interval: float = 0.25, start_when=None):
         self.interval, self._stop = interval, threading.Event()
-        self.threads: dict = {}  # (pid, tid) -> {"ticks", "kind", "sleeps", "samples"}
+        self.start_when, self.started = start_when, start_when is None
+        self.threads: dict = {}  # (pid, tid) -> {"ticks", "kind", "sleeps", "samples", "before"}
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self):
@@ -74,6 +77,8 @@ class CpuSampler:
             return "mpirun"
         if program == "orted":
             return "orted"
+        if argv[1:3] == [b"-c", b"import mxnet"]:  # a parameter-server job's scheduler and servers
+            return "servers+scheduler"
         if self.RANK_MARK in text:
             return "rank"
         if "sshd" in program or text.startswith(("/opt/venv/bin/python3 /opt/venv/bin/train", "sshd")):
@@ -83,6 +88,7 @@ class CpuSampler:
     def _run(self) -> None:
         kinds: dict = {}
         while not self._stop.is_set():
+            self.started = self.started or self.start_when()
             for pid in os.listdir("/proc"):
                 if not pid.isdigit():
                     continue
@@ -103,8 +109,12 @@ class CpuSampler:
                     except OSError:
                         continue
                     fields = stat[stat.rindex(")") + 2:].split()
-                    entry = self.threads.setdefault((pid, tid), {"kind": kind, "sleeps": 0, "samples": 0})
+                    entry = self.threads.setdefault((pid, tid), {"kind": kind, "sleeps": 0, "samples": 0,
+                                                                 "before": 0})
                     entry["ticks"] = int(fields[11]) + int(fields[12])
+                    if not self.started:
+                        entry["before"] = entry["ticks"]
+                        continue
                     entry["samples"] += 1
                     entry["sleeps"] += syscall in SLEEP_SYSCALLS
             self._stop.wait(self.interval)
@@ -112,24 +122,28 @@ class CpuSampler:
     def seconds_by_role(self) -> dict:
         """CPU seconds summed over ranks per role: engine (the busiest thread of a rank other than its
         main thread and Horovod's), main, horovod, other rank threads, orted, mpirun, launcher+sshd."""
+
+        def used(entry: dict) -> int:
+            return entry["ticks"] - entry["before"]
+
         roles: dict = defaultdict(float)
         by_pid: dict = defaultdict(list)
         for (pid, tid), entry in self.threads.items():
             if entry["kind"] == "rank":
                 by_pid[pid].append((tid, entry))
             else:
-                roles[entry["kind"]] += entry["ticks"] / CLK_TCK
+                roles[entry["kind"]] += used(entry) / CLK_TCK
         for pid, threads in by_pid.items():
             main = [e for t, e in threads if t == pid]
             rest = [(t, e) for t, e in threads if t != pid]
             sleepers = sorted(rest, key=lambda te: te[1]["sleeps"] / max(te[1]["samples"], 1), reverse=True)
             horovod = sleepers[0] if sleepers and sleepers[0][1]["sleeps"] else None
-            others = sorted((te for te in rest if te is not horovod), key=lambda te: te[1]["ticks"], reverse=True)
+            others = sorted((te for te in rest if te is not horovod), key=lambda te: used(te[1]), reverse=True)
             engine = others[0] if others else None
-            roles["main"] += sum(e["ticks"] for e in main) / CLK_TCK
-            roles["horovod"] += (horovod[1]["ticks"] if horovod else 0) / CLK_TCK
-            roles["engine"] += (engine[1]["ticks"] if engine else 0) / CLK_TCK
-            roles["other threads"] += sum(e["ticks"] for _, e in others[1:]) / CLK_TCK
+            roles["main"] += sum(used(e) for e in main) / CLK_TCK
+            roles["horovod"] += (used(horovod[1]) if horovod else 0) / CLK_TCK
+            roles["engine"] += (used(engine[1]) if engine else 0) / CLK_TCK
+            roles["other threads"] += sum(used(e) for _, e in others[1:]) / CLK_TCK
         return dict(roles)
 
 

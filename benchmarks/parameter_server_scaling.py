@@ -14,6 +14,12 @@ on SageMaker. Layouts, alternating within each round so that a change in the mac
   ps 2:1         N hosts x 1 worker, 2N servers (two per host)
   control        N independent single-process jobs at once, each with one worker's CPU
 
+With --cpu (MNIST only), where the workers' CPU went in the steady epochs (from rank 0's first epoch line on):
+CPU ms per worker-step (one worker's batch), sampled from /proc as horovod_tuning.py samples it, by thread (the
+MXNet engine's busiest thread, Python's main thread, the worker's other threads: Horovod's background thread, or
+ps-lite's and ZeroMQ's) and by process (the servers and the scheduler, Open MPI's daemons, the launcher and
+sshd); not for the control, whose jobs end their first epochs apart.
+
 Efficiency = throughput / (N x alone) (Horovod's definition) and / control (what N busy workers can do on this
 machine at all). The built-in programs' kvstore hyperparameter switches them between Horovod (kvstore horovod)
 and the parameter servers (kvstore dist_sync: the servers sum the gradients, each worker applies them).
@@ -27,12 +33,14 @@ the RPN keeps 2000 proposals in training, more than a 128-pixel image has anchor
 
   python3 benchmarks/parameter_server_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
       [--workers 2 4] [--repeat 1] [--data path/to/mnist] [--train 6000] [--epochs 3] [--iterations 4]
-      [--short 192]
+      [--short 192] [--cpu]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -45,11 +53,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from horovod_tuning import CpuSampler, per_rank_step  # noqa: E402
 from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
 from weak_scaling import load, prepare_data, steady_rate  # noqa: E402
 
+MNIST_BATCH = 64  # per worker
 LAYOUTS = ("alone", "horovod", "ps 1 server", "ps 1:1", "ps 2:1", "control")
 SERVERS = {"ps 1 server": lambda n: 1, "ps 1:1": lambda n: n, "ps 2:1": lambda n: 2 * n}
+# CPU columns: the sampler's roles, Horovod's thread (found by its cycle sleep) counted with the other threads of
+# the worker: Horovod's or ps-lite's and ZeroMQ's, whichever the layout has.
+CPU_COLUMNS = {"engine": ("engine",), "main": ("main",), "other threads": ("horovod", "other threads"),
+               "servers+scheduler": ("servers+scheduler",), "MPI daemons": ("orted", "mpirun"),
+               "launcher+sshd": ("launcher+sshd",)}
 
 
 def placement(workers: int) -> tuple[dict, dict]:
@@ -70,7 +85,7 @@ def program_hps(model: str, args) -> tuple[dict, list]:
                "num-workers": "0", "epochs": "1", "max-iterations-per-epoch": str(args.iterations),
                "log-interval": "1", "lr-warmup": "0", "resume": "false", "tensorboard": "false"}
         return hps, [Channel("train", data["faster_rcnn"])]
-    hps = {"sagemaker_program": "mnist", "epochs": str(args.epochs), "batch-size": "64", "log-interval": "0",
+    hps = {"sagemaker_program": "mnist", "epochs": str(args.epochs), "batch-size": str(MNIST_BATCH), "log-interval": "0",
            "save-checkpoints": "false", "tensorboard": "false"}
     return hps, [Channel("train", data["mnist"] / "train"), Channel("test", data["mnist"] / "test")]
 
@@ -90,26 +105,45 @@ def spec(model: str, layout: str, workers: int, args, host_index: int = 0) -> Jo
                    env={"OMP_NUM_THREADS": "1"}, cpusets=cpusets, cpus=cpus)
 
 
-def throughput(model: str, layout: str, workers: int, args, workdir: Path) -> float:
-    if layout != "control":
-        return steady_rate(run_job(spec(model, layout, workers, args), workdir), f"{model} {layout} x{workers}")
+def throughput(model: str, layout: str, workers: int, args, workdir: Path) -> tuple[float, dict | None]:
+    """The layout's throughput and, with --cpu (MNIST), its CPU ms per worker-step by thread or process."""
+    if layout == "control":
+        specs = [spec(model, layout, workers, args, index) for index in range(workers)]
+    else:
+        specs = [spec(model, layout, workers, args)]
     results: dict = {}
 
     def one(index: int) -> None:
-        results[index] = run_job(spec(model, layout, workers, args, index), workdir / f"job-{index}")
+        results[index] = run_job(specs[index], workdir / f"job-{index}" if len(specs) > 1 else workdir)
 
-    threads = [threading.Thread(target=one, args=(index,)) for index in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(steady_rate(results[index], f"{model} control job {index}") for index in range(workers))
+    sample = args.cpu and model == "mnist" and layout != "control"  # the jobs' first epochs end apart
+    with CpuSampler(start_when=lambda: first_epochs_done(workdir, len(specs))) if sample \
+            else contextlib.nullcontext() as sampler:
+        threads = [threading.Thread(target=one, args=(index,)) for index in range(len(specs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    rate = sum(steady_rate(results[index], f"{model} {layout} x{workers} job {index}") for index in results)
+    if not sample:
+        return rate, None
+    if not sampler.started:
+        sys.exit(f"benchmark: {model} {layout} x{workers}: no first epoch's line seen in rank 0's log")
+    steady = [epoch for result in results.values()  # the epochs after the first, as the sampler counted them
+              for epoch in json.loads((result.master.root / "model" / "metrics.json").read_text())["history"][1:]]
+    return rate, per_rank_step(sampler.seconds_by_role(), steady, MNIST_BATCH)
 
 
-def report(rates: dict, args) -> None:
+def first_epochs_done(workdir: Path, jobs: int) -> bool:
+    """Rank 0 of each job has logged MNIST's first epoch (its line comes after the epoch's validation)."""
+    logs = workdir.glob("**/output/data/logs/*-rank-0.log")
+    return sum("epoch=1 train_loss=" in log.read_text(errors="replace") for log in logs) >= jobs
+
+
+def report(rates: dict, cpu: dict, args) -> None:
     print()
     print(f"Horovod vs parameter server in {args.image}: {args.repeat} round(s), medians; MNIST {args.epochs} "
-          f"epochs of {args.train} samples, batch 64 per worker; Faster R-CNN {args.iterations} iterations (the "
+          f"epochs of {args.train} samples, batch {MNIST_BATCH} per worker; Faster R-CNN {args.iterations} iterations (the "
           f"first not timed), batch 1, short side {args.short}; load average at the end {load()}")
     print(f"{'model':12s} {'workers':>7s} {'layout':12s} {'throughput':>11s} {'vs N x alone':>13s} {'vs control':>11s}")
     for model in args.models:
@@ -121,6 +155,15 @@ def report(rates: dict, args) -> None:
                 scaled = "-" if layout == "alone" else f"{rate / (workers * alone):.2f}"
                 versus = "-" if layout in ("alone", "control") else f"{rate / control:.2f}"
                 print(f"{model:12s} {workers:7d} {layout:12s} {rate:11.3f} {scaled:>13s} {versus:>11s}")
+    if not cpu:
+        return
+    print(f"\nCPU ms per worker-step (one worker's batch of {MNIST_BATCH}) after the first epoch, medians, by thread "
+          "or process:")
+    print(f"{'workers':>7s} {'layout':12s} " + " ".join(f"{column:>17s}" for column in CPU_COLUMNS))
+    for (_model, workers, layout), samples in cpu.items():
+        per_column = [statistics.median(sum(sample.get(role, 0.0) for role in roles) for sample in samples)
+                      for roles in CPU_COLUMNS.values()]
+        print(f"{workers:7d} {layout:12s} " + " ".join(f"{ms:17.1f}" for ms in per_column))
 
 
 def main() -> int:
@@ -135,6 +178,7 @@ def main() -> int:
     parser.add_argument("--epochs", type=int, default=3, help="MNIST epochs (the first not timed)")
     parser.add_argument("--iterations", type=int, default=4, help="Faster R-CNN iterations (the first not timed)")
     parser.add_argument("--short", type=int, default=192, help="Faster R-CNN's image short side (training: 800)")
+    parser.add_argument("--cpu", action="store_true", help="MNIST: where the workers' CPU went (sampled from /proc)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("benchmark: needs at least 2 cores")
@@ -142,6 +186,7 @@ def main() -> int:
         placement(workers)
 
     rates: dict = {}  # (model, workers, layout) -> [throughput]
+    cpu: dict = {}  # (model, workers, layout) -> [CPU ms per worker-step by role]
     with tempfile.TemporaryDirectory(prefix="ps-scaling-") as tmp:
         tmp = Path(tmp)
         args.data_dir = {}
@@ -157,11 +202,14 @@ def main() -> int:
                 for workers in args.workers:
                     for index, layout in enumerate(LAYOUTS):
                         before = load()
-                        rate = throughput(model, layout, workers, args, tmp / f"run-{round_}-{model}-{workers}-{index}")
+                        rate, roles = throughput(model, layout, workers, args,
+                                                 tmp / f"run-{round_}-{model}-{workers}-{index}")
                         rates.setdefault((model, workers, layout), []).append(rate)
+                        if roles is not None:
+                            cpu.setdefault((model, workers, layout), []).append(roles)
                         print(f"round {round_ + 1} {model:12s} {workers} workers {layout:12s} {rate:10.3f}/s "
                               f"(load before {before}, after {load()})", flush=True)
-    report(rates, args)
+    report(rates, cpu, args)
     return 0
 
 
