@@ -29,6 +29,14 @@ def test_the_need_counts_ranks_loader_workers_and_gpus():
     assert not estimate(None, 8, 4, "num-workers", 8).short  # no /dev/shm at all: nothing to compare
 
 
+def test_parameter_server_workers_need_no_open_mpi_segment():
+    # ps-lite's workers, servers and scheduler talk over sockets: only their data-loader workers use /dev/shm.
+    assert estimate(DOCKER_DEFAULT, 2, 0, None, 0, mpi=False).need_bytes == 0
+    workers = estimate(DOCKER_DEFAULT, 2, 2, "num_workers", 0, mpi=False)
+    assert (workers.need_bytes, workers.parts) == (256 * MIB, ("2 ranks x 2 data-loader workers (num_workers) x "
+                                                               "64 MiB",))
+
+
 def test_loader_workers_from_the_declared_argument_or_a_users_conventional_key():
     assert loader_workers({}, ("num-workers", 4)) == (4, "num-workers")  # the built-in program's default
     assert loader_workers({"num-workers": "0"}, ("num-workers", 4)) == (0, "num-workers")

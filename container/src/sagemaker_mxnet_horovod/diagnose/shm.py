@@ -88,10 +88,11 @@ def loader_workers(program_args: Mapping[str, str], declared: tuple[str, int] | 
 
 
 def estimate(size_bytes: int | None, ranks_per_host: int, workers_per_rank: int, loader_key: str | None,
-             gpus: int) -> ShmBudget:
-    """The job's need on one host: Open MPI between its ranks, each rank's loader workers, NCCL between GPUs."""
+             gpus: int, mpi: bool = True) -> ShmBudget:
+    """The job's need on one host: Open MPI between its ranks (mpi: the ranks are MPI's; a parameter-server job's
+    workers talk over ps-lite's sockets), each rank's loader workers, NCCL between GPUs."""
     need, parts = 0, []
-    if ranks_per_host > 1:
+    if mpi and ranks_per_host > 1:
         need += ranks_per_host * MPI_PER_RANK
         parts.append(f"{ranks_per_host} ranks x {size_text(MPI_PER_RANK)} for Open MPI")
     if workers_per_rank:
