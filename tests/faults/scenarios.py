@@ -465,6 +465,18 @@ PS_SCENARIOS = [
              failure=r"^algo-2 ran out of memory: the kernel's OOM killer killed worker 1 \(SIGKILL\); container "
                      r"limit 768 MiB, peak usage [\d.]+ MiB of 768 MiB",
              worker_failure=r"^host algo-2: the job failed on algo-1: algo-2 ran out of memory"),
+    Scenario("parameter server: a worker dies of a full /dev/shm", "both fail; failure names /dev/shm, worker 1 on "
+             "algo-2, size, need and fixes; the start log warned",
+             # As the MPI row: a 16 MiB /dev/shm, 2 data-loader workers per worker counted; worker 1 writes 64 MiB.
+             lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": "shm", "extra-steps": "600",
+                                          "num_workers": "2"}, shm_size="16m"),
+             exits=(NONZERO, NONZERO), fault="rank", toolkit=False,
+             failure=r"^/dev/shm too small: worker 1 on algo-2 died of Bus error: SIGBUS on a page of a full /dev/shm "
+                     r"\(.*\); /dev/shm there is 16 MiB, smaller than the about 128 MiB .* Fix: a larger /dev/shm: "
+                     r"docker run --shm-size=1g",
+             worker_failure=r"^host algo-2: the job failed on algo-1: /dev/shm too small: worker 1 on algo-2",
+             check=start_warning_said("WARNING: /dev/shm is 16 MiB, less than the about 128 MiB (1 rank x 2 "
+                                      "data-loader workers (num_workers) x 64 MiB) this job needs")),
     Scenario("parameter server: a server killed", "both fail naming the server on algo-2 and SIGKILL",
              kill_ps_role("algo-2", "server"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^server 1 on algo-2 was killed by SIGKILL before the workers were done",

@@ -50,6 +50,15 @@ if option("fail-worker") is not None and int(option("fail-worker")) == worker:
         raise ValueError(f"worker {worker} was asked to fail")
     if mode == "exit0":
         os._exit(0)  # ends without the kvstore's barrier at exit: the others wait for its gradients forever
+    if mode == "shm":
+        # Writes a batch into /dev/shm through a shared mapping, as a DataLoader worker does: past the filesystem's
+        # size, touching a page kills the process by SIGBUS.
+        import mmap
+
+        size = 64 << 20
+        fd = os.open(f"/dev/shm/batch-{worker}", os.O_RDWR | os.O_CREAT)
+        os.ftruncate(fd, size)
+        mmap.mmap(fd, size).write(b"x" * size)
     if mode == "oom":
         # Grows until the container's memory limit: the kernel's OOM killer ends it (SIGKILL). Filled, not zeroed.
         hoard = []
