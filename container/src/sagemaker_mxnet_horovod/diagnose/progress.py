@@ -71,9 +71,9 @@ class ProgressWatch:
 # The main thread computes when its CPU time grows by more than this share of the time between checks (a
 # thread polling for a file every 50 ms uses well under 1 %).
 COMPUTING_CPU_SHARE = 0.02
-# A parameter-server worker's engine computes (or moves data) when the process's CPU time grows by more than this
-# share of the time between checks: MXNet's CPU operators keep a core busy; its idle threads, ps-lite's and
-# this package's use far less.
+# A parameter-server worker's engine computes when the process's CPU time grows by more than this share of the time
+# between checks: MXNet's CPU operators keep a core busy; a worker whose server never answered stayed below it (its
+# watch fired in the fault suite's stopped-server rows). Not measured: a GPU worker waiting on a long kernel.
 ENGINE_CPU_SHARE = 0.1
 
 
