@@ -386,18 +386,20 @@ def stranger_scenario(name: str, stranger: Stranger) -> Scenario:
 # Parameter-server jobs (sagemaker_parameter_server_enabled=true): the user's dist_sync script, each host's own
 # scheduler, servers and workers, no mpirun. ps-lite leaves every other process waiting forever when one ends.
 
-# Inside a container: SIGKILL the process of a role (its DMLC_ROLE; servers and the scheduler run `import mxnet`).
-KILL_ROLE = """
+# Inside a container: send a signal (SIGKILL unless named) to the process of a role (its DMLC_ROLE; servers and the
+# scheduler run `import mxnet`).
+SIGNAL_ROLE = """
 import os, signal, sys
 role = sys.argv[1]
+signum = getattr(signal, sys.argv[2]) if len(sys.argv) > 2 else signal.SIGKILL
 for pid in filter(str.isdigit, os.listdir("/proc")):
     try:
         environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\\0")
     except OSError:
         continue
     if f"DMLC_ROLE={role}".encode() in environ:
-        os.kill(int(pid), signal.SIGKILL)
-        print("killed", role, pid)
+        os.kill(int(pid), signum)
+        print("signalled", role, pid, signum.name)
         break
 else:
     sys.exit(f"no {role} process")
@@ -422,9 +424,29 @@ def kill_ps_role(host: str, role: str):
     def inject(job: RunningJob) -> None:
         job.wait_for_log("algo-1", "worker 0 (kvstore rank", timeout=120)
         job.mark_fault()
-        job.exec(host, "python", "-c", KILL_ROLE, role)
+        job.exec(host, "python", "-c", SIGNAL_ROLE, role)
 
     return lambda ctx: ps_job(ctx, hps={"extra-steps": "600"}, during=inject)
+
+
+def server_stopped(program: str):
+    """Once worker 0 has trained a few steps, SIGSTOP algo-2's server: alive, it answers no push or pull, and every
+    worker waits on MXNet's engine for ever. program: "script", the user's dist_sync script (a line per step, each
+    step also summing a key every server holds), or "mnist", the built-in MNIST with kvstore=dist_sync."""
+
+    def build(ctx: Context) -> JobSpec:
+        def inject(job: RunningJob) -> None:
+            job.wait_for_log("algo-1", "worker 0: step 5" if program == "script" else " batch=", timeout=120)
+            job.mark_fault()
+            job.exec("algo-2", "python", "-c", SIGNAL_ROLE, "server", "SIGSTOP")
+
+        if program == "script":
+            return ps_job(ctx, hps={"extra-steps": "600", "log-steps": "true", "wide-key": "true",
+                                    "mpi_progress_timeout_s": "10"}, during=inject)
+        return mnist_job(ctx, hps={"epochs": "50", "log-interval": "5", "kvstore": "dist_sync",
+                                   "mpi_progress_timeout_s": "10"}, during=inject)
+
+    return build
 
 
 def kill_when_ps_training(host: str):
@@ -465,6 +487,18 @@ PS_SCENARIOS = [
              failure=r"^algo-2 ran out of memory: the kernel's OOM killer killed worker 1 \(SIGKILL\); container "
                      r"limit 768 MiB, peak usage [\d.]+ MiB of 768 MiB",
              worker_failure=r"^host algo-2: the job failed on algo-1: algo-2 ran out of memory"),
+    Scenario("parameter server: a worker dies of a full /dev/shm", "both fail; failure names /dev/shm, worker 1 on "
+             "algo-2, size, need and fixes; the start log warned",
+             # As the MPI row: a 16 MiB /dev/shm, 2 data-loader workers per worker counted; worker 1 writes 64 MiB.
+             lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": "shm", "extra-steps": "600",
+                                          "num_workers": "2"}, shm_size="16m"),
+             exits=(NONZERO, NONZERO), fault="rank", toolkit=False,
+             failure=r"^/dev/shm too small: worker 1 on algo-2 died of Bus error: SIGBUS on a page of a full /dev/shm "
+                     r"\(.*\); /dev/shm there is 16 MiB, smaller than the about 128 MiB .* Fix: a larger /dev/shm: "
+                     r"docker run --shm-size=1g",
+             worker_failure=r"^host algo-2: the job failed on algo-1: /dev/shm too small: worker 1 on algo-2",
+             check=start_warning_said("WARNING: /dev/shm is 16 MiB, less than the about 128 MiB (1 rank x 2 "
+                                      "data-loader workers (num_workers) x 64 MiB) this job needs")),
     Scenario("parameter server: a server killed", "both fail naming the server on algo-2 and SIGKILL",
              kill_ps_role("algo-2", "server"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^server 1 on algo-2 was killed by SIGKILL before the workers were done",
@@ -476,6 +510,23 @@ PS_SCENARIOS = [
     Scenario("parameter server: the scheduler never starts", "both fail naming the scheduler: its port (_ps_port) "
              "is the handshake's", lambda ctx: ps_job(ctx, hps={"_ps_port": "7420"}), exits=(NONZERO, NONZERO),
              toolkit=False, max_seconds=45, failure=r"^scheduler on algo-1 .*before the workers were done"),
+    Scenario("parameter server: a server stops answering", "both fail within 45 s of the stop (a 10 s progress "
+             "timeout), naming a waiting worker", server_stopped("script"),
+             exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45,
+             failure=r"^worker [01] on algo-[12] exited with code 124: train: no progress: rank [01] on algo-[12] wrote "
+                     r"no output, started no collective and did not compute for 10 s \(mpi_progress_timeout_s\); "
+                     r"blocked in ndarray\.py:\d+ \(wait_to_read\) called from kvstore_sum\.py:\d+"),
+    Scenario("parameter server: a server stops answering MNIST", "both fail within 45 s of the stop (a 10 s "
+             "progress timeout), naming a waiting worker", server_stopped("mnist"),
+             exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45,
+             failure=r"^worker [01] on algo-[12] exited with code 124: train: no progress: rank [01] on algo-[12] wrote "
+                     r"no output, started no collective and did not compute for 10 s \(mpi_progress_timeout_s\); "
+                     r"blocked in ndarray\.py:\d+ \(\w+\) called from"),
+    Scenario("parameter server: workers sum 20 s, 10 s progress timeout", "success: waiting on the servers' "
+             "answers, briefly, is not a hang",
+             lambda ctx: ps_job(ctx, hps={"extra-steps": "150", "log-steps": "true", "wide-key": "true",
+                                          "mpi_progress_timeout_s": "10"}),
+             exits=(0, 0), toolkit=False, max_seconds=120),
     Scenario("parameter server: a host's container killed", "the master stops the job, names algo-2",
              lambda ctx: ps_job(ctx, hps={"extra-steps": "600"}, during=kill_when_ps_training("algo-2")),
              exits=(1, KILLED), fault="injected", toolkit=False,

@@ -1,7 +1,8 @@
 """A tiny MXNet parameter-server script for launcher tests, as scripts for AWS's MXNet image are written
 (mx.kv.create('dist_sync'), training_utils.scheduler_host): push/pull sums, one record per worker, optional
 failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK); --release-fifo: each worker waits
-there (the stacks tests) before its extra steps."""
+there (the stacks tests) before its extra steps; --log-steps, --wide-key: what each extra step does (the progress
+watch's tests)."""
 
 import json
 import os
@@ -50,6 +51,15 @@ if option("fail-worker") is not None and int(option("fail-worker")) == worker:
         raise ValueError(f"worker {worker} was asked to fail")
     if mode == "exit0":
         os._exit(0)  # ends without the kvstore's barrier at exit: the others wait for its gradients forever
+    if mode == "shm":
+        # Writes a batch into /dev/shm through a shared mapping, as a DataLoader worker does: past the filesystem's
+        # size, touching a page kills the process by SIGBUS.
+        import mmap
+
+        size = 64 << 20
+        fd = os.open(f"/dev/shm/batch-{worker}", os.O_RDWR | os.O_CREAT)
+        os.ftruncate(fd, size)
+        mmap.mmap(fd, size).write(b"x" * size)
     if mode == "oom":
         # Grows until the container's memory limit: the kernel's OOM killer ends it (SIGKILL). Filled, not zeroed.
         hoard = []
@@ -60,8 +70,19 @@ if option("release-fifo"):
 early = option("fail-worker") is not None and int(option("fail-worker")) == worker and option("fail-mode") == "return"
 # The others keep training, as real training would while a peer dies. "return": this worker has fewer steps (less
 # data): it returns and waits in ps-lite's barrier at exit, while the others wait for its gradients.
-for _ in range(0 if early else int(option("extra-steps", "0"))):
+# --wide-key: each step also sums a key larger than MXNET_KVSTORE_BIGARRAY_BOUND (10^6 values), which MXNet splits
+# over every server, so that every server serves every step; --log-steps: a line per step, as training logs.
+wide = mx.nd.zeros((1 << 20,)) if option("wide-key") == "true" else None
+if wide is not None:
+    kv.init(1, wide)
+for step in range(0 if early else int(option("extra-steps", "0"))):
     kv.push(0, mx.nd.ones((4,)))
     kv.pull(0, out=total)
+    if wide is not None:
+        kv.push(1, mx.nd.ones(wide.shape))
+        kv.pull(1, out=wide)
+        wide.wait_to_read()
     total.wait_to_read()
+    if option("log-steps") == "true":
+        print(f"worker {worker}: step {step + 1}", flush=True)
     time.sleep(0.1)

@@ -220,6 +220,23 @@ def test_a_process_killed_while_the_oom_killer_counted_a_kill_is_named_out_of_me
                                             "(SIGKILL); container limit 1 GiB, peak usage 1 GiB of 1 GiB")
 
 
+@pytest.mark.parametrize("size, named", [(16 << 20, True), (30 << 30, False)])
+def test_a_process_dead_of_sigbus_where_dev_shm_is_small_is_named_its_victim(tmp_path, size, named):
+    # The plan's budget (this host's /dev/shm and the job's need) decides; the process dies of SIGBUS itself, as a
+    # worker touching a page of a full /dev/shm does, with no line saying so.
+    p = one_host(tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGBUS)", hps={"num_workers": "2"})
+    p = dataclasses.replace(p, shm=dataclasses.replace(p.shm, size_bytes=size))
+    outcome, _ = run(p, tmp_path)
+    assert outcome.exit_code == 135  # as the worker ended (128 + SIGBUS)
+    if named:
+        assert outcome.failure.cause.startswith(
+            "/dev/shm too small: worker 0 on algo-1 died of Bus error: SIGBUS on a page of a full /dev/shm ('killed "
+            "by SIGBUS'); /dev/shm there is 16 MiB, smaller than the about 128 MiB (1 rank x 2 data-loader workers "
+            "(num_workers) x 64 MiB) this job needs")
+    else:  # a large /dev/shm: SIGBUS has another cause, named by the signal
+        assert outcome.failure.cause == "worker 0 on algo-1 was killed by SIGBUS"
+
+
 # A worker blocked opening a FIFO nobody writes yet (native code), until the test lets it go. It says when it is
 # in wait_for_release (fifo + ".waiting"): a worker still importing when asked has other stacks.
 WAITING_WORKER = textwrap.dedent("""

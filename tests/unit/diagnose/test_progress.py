@@ -84,14 +84,61 @@ def test_engine_waits_are_recognised_by_where_the_thread_blocks(tmp_path):
     event.set()
 
 
-def run_watched(tmp_path, program: str) -> subprocess.CompletedProcess:
-    """A Python program as rank 1 on algo-2 under rank_env with a 1 s progress timeout."""
+def run_watched(tmp_path, program: str, env=None) -> subprocess.CompletedProcess:
+    """A Python program as rank 1 on algo-2 under rank_env with a 1 s progress timeout (env: more variables)."""
     script = tmp_path / "hang.py"
     script.write_text(textwrap.dedent(program))
     return subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path), str(tmp_path), "--",
                            sys.executable, str(script)], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(SRC), "SMMH_PROGRESS_TIMEOUT_S": "1",
-                               "OMPI_COMM_WORLD_RANK": "1", "SM_CURRENT_HOST": "algo-2"})
+                               "OMPI_COMM_WORLD_RANK": "1", "SM_CURRENT_HOST": "algo-2", **(env or {})})
+
+
+# The main thread waits in MXNet's wait_to_read (a function of that name in a file under mxnet/, blocked in a C call
+# as MXNet's is) until release(); `engine` runs in another thread meanwhile, as MXNet's engine threads do.
+ENGINE_WAIT = """\
+    import os, threading, time
+    read_end, write_end = os.pipe()
+    def release():
+        os.write(write_end, b"x")
+    mxnet = {}
+    exec(compile("import os\\ndef wait_to_read(fd):\\n    os.read(fd, 1)\\n",
+                 "/venv/lib/python3.11/site-packages/mxnet/ndarray/ndarray.py", "exec"), mxnet)
+    def engine():
+        ENGINE
+    threading.Thread(target=engine, daemon=True).start()
+    mxnet["wait_to_read"](read_end)
+"""
+IDLE_FOR_4_S = "time.sleep(4); release()"  # a collective's or a peer's result, after 4 s of nothing
+COMPUTING_FOR_4_S = "end = time.monotonic() + 4\n        while time.monotonic() < end: sum(range(10000))\n        release()"
+PS_WORKER = {"DMLC_ROLE": "worker", "SMMH_WORKER_RANK": "1"}
+
+
+def test_an_mpi_rank_waiting_on_the_engine_is_left_alone(tmp_path):
+    # Horovod's stall inspector ends a collective nobody completes: the progress watch leaves such a wait alone.
+    done = run_watched(tmp_path, engine_wait(IDLE_FOR_4_S))
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_a_parameter_server_worker_waiting_on_an_idle_engine_ends_itself(tmp_path):
+    # A server that never answers: the worker waits on the engine, every thread idle (no stall inspector here).
+    started = time.monotonic()
+    done = run_watched(tmp_path, engine_wait("pass"), PS_WORKER)
+    assert done.returncode == EXIT_CODE and time.monotonic() - started < 20
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("train: no progress: rank 1 on algo-2 wrote no output, started no collective and did not "
+                           "compute for 1 s")
+    assert "blocked in ndarray.py:3 (wait_to_read) called from hang.py:" in last
+
+
+def test_a_parameter_server_worker_waiting_on_a_computing_engine_is_left_alone(tmp_path):
+    done = run_watched(tmp_path, engine_wait(COMPUTING_FOR_4_S), PS_WORKER)
+    assert (done.returncode, done.stderr.strip().splitlines()[-1:]) == (
+        0, ["train: the script returned; waiting in ps-lite's barrier at exit for every other worker"])
+
+
+def engine_wait(engine: str) -> str:
+    return ENGINE_WAIT.replace("ENGINE", engine)
 
 
 def test_a_silently_computing_rank_is_left_alone(tmp_path):

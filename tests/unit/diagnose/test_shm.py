@@ -1,5 +1,8 @@
 """shm.py: the job's /dev/shm need (ranks, data-loader workers, GPUs), the start warning with its fixes, the
-symptoms a rank dies with and the cause named for them (only where /dev/shm is small)."""
+symptoms a rank (or a parameter-server process) dies with and the cause named for them (only where /dev/shm is
+small)."""
+
+import signal
 
 import pytest
 from sagemaker_mxnet_horovod.diagnose.shm import (
@@ -11,6 +14,8 @@ from sagemaker_mxnet_horovod.diagnose.shm import (
     estimate,
     find_symptom,
     loader_workers,
+    process_cause,
+    process_symptom,
     start_warning,
 )
 
@@ -27,6 +32,14 @@ def test_the_need_counts_ranks_loader_workers_and_gpus():
     assert gpus.parts == ("8 ranks x 4 MiB for Open MPI", "8 ranks x 4 data-loader workers (num-workers) x 64 MiB",
                           "8 GPUs x 128 MiB for NCCL")
     assert not estimate(None, 8, 4, "num-workers", 8).short  # no /dev/shm at all: nothing to compare
+
+
+def test_parameter_server_workers_need_no_open_mpi_segment():
+    # ps-lite's workers, servers and scheduler talk over sockets: only their data-loader workers use /dev/shm.
+    assert estimate(DOCKER_DEFAULT, 2, 0, None, 0, mpi=False).need_bytes == 0
+    workers = estimate(DOCKER_DEFAULT, 2, 2, "num_workers", 0, mpi=False)
+    assert (workers.need_bytes, workers.parts) == (256 * MIB, ("2 ranks x 2 data-loader workers (num_workers) x "
+                                                               "64 MiB",))
 
 
 def test_loader_workers_from_the_declared_argument_or_a_users_conventional_key():
@@ -83,3 +96,63 @@ def test_the_cause_is_named_only_where_dev_shm_is_small():
     assert "above the launcher's estimate" in cause(bus, "rank 1 on algo-2", budget, 512 * MIB)
     assert cause(bus, "rank 1 on algo-2", budget, 30 * GIB) is None  # a SageMaker host's: another cause
     assert cause(bus, "rank 1 on algo-2", ShmBudget(None, 0, ()), None) is None
+
+
+BUS = "Bus error: SIGBUS on a page of a full /dev/shm"
+ANCDATA = "received 0 items of ancdata: a DataLoader worker could not pass a batch through /dev/shm"
+NCCL = "NCCL's unhandled system error: its shared-memory transport failed"
+ANCDATA_LINE = "RuntimeError: received 0 items of ancdata"
+
+
+@pytest.mark.parametrize("tail, returncode, expected", [
+    # Killed by SIGBUS with the launcher as its parent: no line says so, the signal is the symptom.
+    ((), -signal.SIGBUS, Symptom(None, "killed by SIGBUS", BUS)),
+    (("Traceback (most recent call last):", "  File \"train.py\", line 3"), -signal.SIGBUS,
+     Symptom(None, "killed by SIGBUS", BUS)),
+    # A line that says more wins over the bare signal.
+    (("Fatal Python error: Bus error",), -signal.SIGBUS, Symptom(None, "Fatal Python error: Bus error", BUS)),
+    ((ANCDATA_LINE,), -signal.SIGBUS, Symptom(None, ANCDATA_LINE, ANCDATA)),
+    # A DataLoader's exception in the worker's own process: it exits 1.
+    (("Traceback (most recent call last):", "  ...", ANCDATA_LINE), 1, Symptom(None, ANCDATA_LINE, ANCDATA)),
+    (("  ncclCommInitRank failed: unhandled system error  ",), 1,
+     Symptom(None, "ncclCommInitRank failed: unhandled system error", NCCL)),
+    # A wrapper shell reported its child's SIGBUS and exited as it did (128 + 7).
+    (("bash: line 1:   42 Bus error (core dumped) python train.py",), 135,
+     Symptom(None, "bash: line 1:   42 Bus error (core dumped) python train.py", BUS)),
+    # The first symptom in the tail is the one named.
+    ((ANCDATA_LINE, "Bus error"), 1, Symptom(None, ANCDATA_LINE, ANCDATA)),
+    # Not /dev/shm's: other signals and errors, a process that did not fail.
+    ((), -signal.SIGKILL, None),
+    ((), -signal.SIGSEGV, None),
+    (("ValueError: bad label",), 1, None),
+    ((), 135, None),  # exit 135 without a line: a program's own choice of code, not a signal
+    ((ANCDATA_LINE,), 0, None),  # it recovered (a retry) and exited 0: nothing to explain
+])
+def test_a_processs_symptom_is_a_line_of_its_tail_or_its_death_by_sigbus(tail, returncode, expected):
+    assert process_symptom(tail, returncode) == expected
+
+
+def test_a_processs_cause_names_it_where_dev_shm_is_small():
+    budget = estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False)
+    assert process_cause("worker 1 on algo-2", (), -signal.SIGBUS, budget, 16 * MIB) == (
+        f"/dev/shm too small: worker 1 on algo-2 died of {BUS} ('killed by SIGBUS'); /dev/shm there is 16 MiB, "
+        "smaller than the about 128 MiB (1 rank x 2 data-loader workers (num_workers) x 64 MiB) this job needs by the "
+        "launcher's estimate. Fix: a larger /dev/shm: docker run --shm-size=1g (SDK v2 local mode: shm_size: 1g under "
+        "local: container_config: in ~/.sagemaker/config.yaml); fewer data-loader workers (num_workers)")
+    ancdata = process_cause("server 0 on algo-1", (ANCDATA_LINE,), 1, budget, 16 * MIB)
+    assert ancdata.startswith(f"/dev/shm too small: server 0 on algo-1 died of {ANCDATA} ('{ANCDATA_LINE}')")
+    # Docker's default with no loader workers counted: still small, so still named, as beyond the estimate.
+    none_counted = estimate(DOCKER_DEFAULT, 1, 0, None, 0, mpi=False)
+    assert "above the launcher's estimate" in process_cause("worker 0 on algo-1", (), -signal.SIGBUS, none_counted,
+                                                            DOCKER_DEFAULT)
+
+
+@pytest.mark.parametrize("tail, returncode, budget, size", [
+    ((), -signal.SIGBUS, estimate(30 * GIB, 1, 2, "num_workers", 0, mpi=False), 30 * GIB),  # a SageMaker host's
+    ((), -signal.SIGBUS, None, 16 * MIB),  # no budget: nothing to compare with
+    ((), -signal.SIGBUS, ShmBudget(None, 0, ()), None),  # no /dev/shm here
+    (("ValueError: bad label",), 1, estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False), 16 * MIB),  # no symptom
+    ((), -signal.SIGKILL, estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False), 16 * MIB),
+])
+def test_a_processs_cause_is_none_without_a_symptom_or_a_small_dev_shm(tail, returncode, budget, size):
+    assert process_cause("worker 1 on algo-2", tail, returncode, budget, size) is None

@@ -46,3 +46,13 @@ def test_the_plan_keeps_the_budget_and_its_notes_the_warning():
                                "num_workers": "4"}), facts=DOCKER_DEFAULT)
     assert (planned.shm.size_bytes, planned.shm.need_bytes) == (64 * MIB, 256 * MIB)
     assert any(note.startswith("WARNING: /dev/shm is 64 MiB") for note in planned.notes)
+
+
+def test_a_parameter_server_job_warns_for_its_workers_loader_workers_without_open_mpi():
+    # Two kvstore workers per host, each with two DataLoader workers; ps-lite uses sockets, not /dev/shm.
+    ps = {"sagemaker_program": "train.py", "sagemaker_submit_directory": "/opt/ml/code",
+          "sagemaker_parameter_server_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
+    (warning,) = shm_size_check(job(hosts=("algo-1", "algo-2"), facts=DOCKER_DEFAULT, num_workers="2", **ps))
+    assert warning.startswith("WARNING: /dev/shm is 64 MiB, less than the about 256 MiB (2 ranks x 2 data-loader "
+                              "workers (num_workers) x 64 MiB) this job needs")
+    assert shm_size_check(job(hosts=("algo-1", "algo-2"), facts=DOCKER_DEFAULT, **ps)) == []

@@ -9,9 +9,10 @@ report, the master's verdict) reaches one loop through one queue, so each decisi
 every wait in it has a deadline.
 
 As on the MPI path: each process's output goes to its own log in output/data/logs/ (a worker's console lines only
-for mpi_console_ranks); a process SIGKILLed while this host's OOM killer counted a kill is named as out of memory;
-the job's end logs every host's peak memory; SIGUSR1 to any host's launcher (or `train stacks`, or a worker's
-progress watch) writes every worker's Python stacks on every host (stacks.py), through the master.
+for mpi_console_ranks); a process SIGKILLed while this host's OOM killer counted a kill is named as out of memory,
+one that dies of SIGBUS (or another symptom of shm.py) where /dev/shm is small as a victim of /dev/shm's size; the
+job's end logs every host's peak memory; SIGUSR1 to any host's launcher (or `train stacks`, or a worker's progress
+watch) writes every worker's Python stacks on every host (stacks.py), through the master.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
 from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup, ProcessLogs
 from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
+from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.diagnose.host_report import (
@@ -231,12 +233,17 @@ class ParameterServerRun:
             self.master_decided(args[0])
 
     def process_ended(self, ended: ProcessExit, now: float) -> None:
+        """Named by how it ended and its error; by what it died of when this host knows better: the OOM killer's kill,
+        else a full /dev/shm (shm.py)."""
         log(f"{ended.name} {describe_exit(ended.returncode)}")
         cause = None
         if ended.returncode == -signal.SIGKILL:
             report = report_now(self.memory_at_start)
             if oom_during(report.at_start, report.at_end):
                 cause = oom_cause(self.host, ended.name, report)
+        if cause is None and self.plan.shm is not None:  # the plan's budget holds this host's /dev/shm size
+            cause = shm.process_cause(f"{ended.name} on {self.host}", ended.tail, ended.returncode, self.plan.shm,
+                                      self.plan.shm.size_bytes)
         self.watch.process_ended(ended.name, ended.role, ended.returncode, ended.tail, now,
                                  self.crash_log.crash(ended.index), cause)
 

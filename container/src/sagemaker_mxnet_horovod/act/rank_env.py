@@ -13,7 +13,8 @@
 - A Python program's stacks can be asked for at any time (stacks.py): a thread of the rank's own writes them.
 - With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
   (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked,
-  once the launcher has taken every rank's stacks.
+  once the launcher has taken every rank's stacks. A parameter-server worker waiting on MXNet's engine counts as
+  alive only while it computes (progress.py).
 - A parameter-server worker (DMLC_ROLE=worker) whose Python program fails ends at once: the exception's traceback
   is printed and the process exits 1 (or the code it gave sys.exit) without the interpreter's shutdown, where
   MXNet's kvstore waits in ps-lite's barrier for every other worker, which wait for its gradients: a failed worker
@@ -64,7 +65,8 @@ def main(argv: list) -> None:
             from sagemaker_mxnet_horovod.diagnose import progress
 
             progress.start(progress_timeout, rank, host, before_exit=dumper and (
-                lambda: stacks.ask_launcher(run_dir, f"no progress on rank {rank} ({host})", dumper)))
+                lambda: stacks.ask_launcher(run_dir, f"no progress on rank {rank} ({host})", dumper)),
+                engine_waits_need_cpu=os.environ.get("DMLC_ROLE") == "worker")
         sys.argv = program[1:]
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         if os.environ.get("DMLC_ROLE") == "worker":

@@ -9,6 +9,11 @@ silently). A rank blocked in MXNet waiting for a result (a collective's or a com
 when others never submit that collective, it is a stall, which Horovod's stall inspector ends
 (horovod_stall_timeout_s), naming the ranks that never submitted it. What is left is a main thread blocked
 elsewhere: on I/O, a lock, a queue, a peer outside Horovod. Stdlib only; started by rank_env.
+
+A parameter-server worker has no stall inspector: its pushes and pulls are the engine's, and a server that never
+answers leaves its main thread waiting on the engine (asnumpy, wait_to_read) forever, every thread idle (measured:
+a SIGSTOPped server kept both workers of a 2-host job waiting so past 100 s). There, waiting on the engine counts
+as alive only while the process computes (its CPU time, every thread's, grows): engine_waits_need_cpu.
 """
 
 from __future__ import annotations
@@ -66,6 +71,10 @@ class ProgressWatch:
 # The main thread computes when its CPU time grows by more than this share of the time between checks (a
 # thread polling for a file every 50 ms uses well under 1 %).
 COMPUTING_CPU_SHARE = 0.02
+# A parameter-server worker's engine computes when the process's CPU time grows by more than this share of the time
+# between checks: MXNet's CPU operators keep a core busy; a worker whose server never answered stayed below it (its
+# watch fired in the fault suite's stopped-server rows). Not measured: a GPU worker waiting on a long kernel.
+ENGINE_CPU_SHARE = 0.1
 
 
 def thread_cpu_seconds(native_id: int) -> float:
@@ -76,6 +85,12 @@ def thread_cpu_seconds(native_id: int) -> float:
     except (OSError, IndexError):
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime: fields 14, 15
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU time of every thread of this process."""
+    times = os.times()
+    return times.user + times.system
 
 
 def is_library(filename: str) -> bool:
@@ -149,9 +164,10 @@ def _hook_horovod(watch: ProgressWatch, lock: threading.Lock) -> bool:
     return True
 
 
-def start(timeout_s: float, rank: int, host: str, before_exit=None) -> ProgressWatch:
+def start(timeout_s: float, rank: int, host: str, before_exit=None, engine_waits_need_cpu: bool = False) -> ProgressWatch:
     """Watch this process: hook its output streams now, Horovod's library once the program imports it.
-    before_exit: called before the watch ends the rank (the launcher takes every rank's stacks then)."""
+    before_exit: called before the watch ends the rank (the launcher takes every rank's stacks then);
+    engine_waits_need_cpu: a parameter-server worker's (see the module's docstring)."""
     lock = threading.Lock()
     watch = ProgressWatch(timeout_s, rank, host, time.monotonic())
     real_stderr = sys.stderr
@@ -162,13 +178,16 @@ def start(timeout_s: float, rank: int, host: str, before_exit=None) -> ProgressW
 
     def run() -> None:
         hooked = False
-        cpu = thread_cpu_seconds(main.native_id)
+        cpu, process_cpu = thread_cpu_seconds(main.native_id), process_cpu_seconds()
         while True:
             time.sleep(interval)  # polling: a blocked main thread sends no notification
             hooked = hooked or _hook_horovod(watch, lock)
             frame = sys._current_frames().get(main.ident)
             now, cpu_before, cpu = time.monotonic(), cpu, thread_cpu_seconds(main.native_id)
-            busy = cpu - cpu_before > COMPUTING_CPU_SHARE * interval or waiting_on_engine(frame)
+            process_before, process_cpu = process_cpu, process_cpu_seconds()
+            engine_busy = waiting_on_engine(frame) and (
+                not engine_waits_need_cpu or process_cpu - process_before > ENGINE_CPU_SHARE * interval)
+            busy = cpu - cpu_before > COMPUTING_CPU_SHARE * interval or engine_busy
             with lock:
                 if not watch.expired(now, busy):
                     continue

@@ -1,5 +1,5 @@
 """/dev/shm: what a job needs there, the warning at the start when a host has less, and the cause named in the
-failure file when a rank then dies of it. Pure, unit-tested.
+failure file when a rank (or a parameter-server process) then dies of it. Pure, unit-tested.
 
 Docker gives a container 64 MiB of /dev/shm unless told otherwise (`--shm-size`); SDK local mode and `docker
 run` users meet that limit, SageMaker's own hosts have a large /dev/shm. What lives there:
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -88,10 +89,11 @@ def loader_workers(program_args: Mapping[str, str], declared: tuple[str, int] | 
 
 
 def estimate(size_bytes: int | None, ranks_per_host: int, workers_per_rank: int, loader_key: str | None,
-             gpus: int) -> ShmBudget:
-    """The job's need on one host: Open MPI between its ranks, each rank's loader workers, NCCL between GPUs."""
+             gpus: int, mpi: bool = True) -> ShmBudget:
+    """The job's need on one host: Open MPI between its ranks (mpi: the ranks are MPI's; a parameter-server job's
+    workers talk over ps-lite's sockets), each rank's loader workers, NCCL between GPUs."""
     need, parts = 0, []
-    if ranks_per_host > 1:
+    if mpi and ranks_per_host > 1:
         need += ranks_per_host * MPI_PER_RANK
         parts.append(f"{ranks_per_host} ranks x {size_text(MPI_PER_RANK)} for Open MPI")
     if workers_per_rank:
@@ -120,15 +122,31 @@ class Symptom:
     meaning: str
 
 
+def symptom_in(lines: Sequence[str], rank: int | None = None) -> Symptom | None:
+    """The first shm symptom among these lines."""
+    for line in lines:
+        for pattern, meaning in SYMPTOMS:
+            if pattern.search(line):
+                return Symptom(rank, line.strip(), meaning)
+    return None
+
+
 def find_symptom(rank_stderr: Mapping[int, Sequence[str]], mpirun_tail: Sequence[str]) -> Symptom | None:
     """The first shm symptom in a rank's last stderr lines (lowest rank first), else in mpirun's report."""
     sources = [(rank, rank_stderr[rank]) for rank in sorted(rank_stderr)] + [(None, mpirun_tail)]
-    for rank, lines in sources:
-        for line in lines:
-            for pattern, meaning in SYMPTOMS:
-                if pattern.search(line):
-                    return Symptom(rank, line.strip(), meaning)
-    return None
+    return next(filter(None, (symptom_in(lines, rank) for rank, lines in sources)), None)
+
+
+def process_symptom(tail: Sequence[str], returncode: int) -> Symptom | None:
+    """The shm symptom of one process that failed (a parameter-server worker, server or scheduler): a symptom in
+    its last stderr lines, else its death by SIGBUS itself. A shell prints 'Bus error' for a child killed so; the
+    launcher is the parent here, and nothing prints it."""
+    if returncode == 0:
+        return None
+    found = symptom_in(tail)
+    if found is None and returncode == -signal.SIGBUS:
+        found = Symptom(None, "killed by SIGBUS", SYMPTOMS[0][1])
+    return found
 
 
 def cause(symptom: Symptom, where: str, budget: ShmBudget, size_bytes: int | None) -> str | None:
@@ -143,3 +161,13 @@ def cause(symptom: Symptom, where: str, budget: ShmBudget, size_bytes: int | Non
                 "need more")
     return (f"/dev/shm too small: {where} died of {symptom.meaning} ({symptom.line[:120]!r}); /dev/shm there is "
             f"{size_text(size_bytes)}, {need}. Fix: {budget.fixes()}")
+
+
+def process_cause(where: str, tail: Sequence[str], returncode: int, budget: ShmBudget | None,
+                  size_bytes: int | None) -> str | None:
+    """cause() for one process that ended (process_symptom), or None: no symptom, no budget, or an ample /dev/shm.
+    where: 'worker 1 on algo-2'; size_bytes: that host's /dev/shm."""
+    symptom = process_symptom(tail, returncode)
+    if symptom is None or budget is None:
+        return None
+    return cause(symptom, where, budget, size_bytes)

@@ -144,14 +144,15 @@ def hang_watch(job: Job) -> list[Setting]:
 
 
 def shm_budget(job: Job) -> shm.ShmBudget:
-    """This host's /dev/shm against what the job needs there: its ranks, their data-loader workers, its GPUs."""
+    """This host's /dev/shm against what the job needs there: its ranks (a parameter-server job's workers), their
+    data-loader workers, its GPUs."""
     layout = job.layout
     declared = job.config.launch.loader_workers
     if declared and callable(declared[1]):  # the program picks its default from the host: ask it the same way
         declared = (declared[0], declared[1](job.facts.gpu_count, layout.processes_per_host, job.facts.cpu_count))
     workers, key = shm.loader_workers(job.config.program_args, declared)
     gpus = min(job.facts.gpu_count, layout.processes_per_host) if layout.use_mpi else 0
-    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus)
+    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=layout.use_mpi)
 
 
 def shm_size_check(job: Job) -> list[str]:
