@@ -180,7 +180,7 @@ def sigterm_during_mnist(hosts: tuple):
 
     def build(ctx: Context) -> JobSpec:
         def inject(job: RunningJob) -> None:
-            job.wait_for_log("algo-1", "batch=", timeout=120)
+            job.wait_for_log("algo-1", " batch=", timeout=120)
             job.mark_fault()
             for host in hosts:
                 job.signal(host, "TERM")
@@ -462,7 +462,7 @@ def sigterm_during_ps_mnist(ctx: Context) -> JobSpec:
     """StopTrainingJob on a parameter-server job: SIGTERM to every host once worker 0 has logged a batch."""
 
     def inject(job: RunningJob) -> None:
-        job.wait_for_log("algo-1", "batch=", timeout=120)
+        job.wait_for_log("algo-1", " batch=", timeout=120)
         job.mark_fault()
         for host in ("algo-1", "algo-2"):
             job.signal(host, "TERM")
