@@ -134,25 +134,24 @@ def test_a_processs_symptom_is_a_line_of_its_tail_or_its_death_by_sigbus(tail, r
 
 def test_a_processs_cause_names_it_where_dev_shm_is_small():
     budget = estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False)
-    assert process_cause("worker 1 on algo-2", (), -signal.SIGBUS, budget, 16 * MIB) == (
+    assert process_cause("worker 1 on algo-2", (), -signal.SIGBUS, budget) == (
         f"/dev/shm too small: worker 1 on algo-2 died of {BUS} ('killed by SIGBUS'); /dev/shm there is 16 MiB, "
         "smaller than the about 128 MiB (1 rank x 2 data-loader workers (num_workers) x 64 MiB) this job needs by the "
         "launcher's estimate. Fix: a larger /dev/shm: docker run --shm-size=1g (SDK v2 local mode: shm_size: 1g under "
         "local: container_config: in ~/.sagemaker/config.yaml); fewer data-loader workers (num_workers)")
-    ancdata = process_cause("server 0 on algo-1", (ANCDATA_LINE,), 1, budget, 16 * MIB)
+    ancdata = process_cause("server 0 on algo-1", (ANCDATA_LINE,), 1, budget)
     assert ancdata.startswith(f"/dev/shm too small: server 0 on algo-1 died of {ANCDATA} ('{ANCDATA_LINE}')")
     # Docker's default with no loader workers counted: still small, so still named, as beyond the estimate.
     none_counted = estimate(DOCKER_DEFAULT, 1, 0, None, 0, mpi=False)
-    assert "above the launcher's estimate" in process_cause("worker 0 on algo-1", (), -signal.SIGBUS, none_counted,
-                                                            DOCKER_DEFAULT)
+    assert "above the launcher's estimate" in process_cause("worker 0 on algo-1", (), -signal.SIGBUS, none_counted)
 
 
-@pytest.mark.parametrize("tail, returncode, budget, size", [
-    ((), -signal.SIGBUS, estimate(30 * GIB, 1, 2, "num_workers", 0, mpi=False), 30 * GIB),  # a SageMaker host's
-    ((), -signal.SIGBUS, None, 16 * MIB),  # no budget: nothing to compare with
-    ((), -signal.SIGBUS, ShmBudget(None, 0, ()), None),  # no /dev/shm here
-    (("ValueError: bad label",), 1, estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False), 16 * MIB),  # no symptom
-    ((), -signal.SIGKILL, estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False), 16 * MIB),
+@pytest.mark.parametrize("tail, returncode, budget", [
+    ((), -signal.SIGBUS, estimate(30 * GIB, 1, 2, "num_workers", 0, mpi=False)),  # a SageMaker host's
+    ((), -signal.SIGBUS, None),  # no budget: nothing to compare with
+    ((), -signal.SIGBUS, ShmBudget(None, 0, ())),  # no /dev/shm here
+    (("ValueError: bad label",), 1, estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False)),  # no symptom
+    ((), -signal.SIGKILL, estimate(16 * MIB, 1, 2, "num_workers", 0, mpi=False)),
 ])
-def test_a_processs_cause_is_none_without_a_symptom_or_a_small_dev_shm(tail, returncode, budget, size):
-    assert process_cause("worker 1 on algo-2", tail, returncode, budget, size) is None
+def test_a_processs_cause_is_none_without_a_symptom_or_a_small_dev_shm(tail, returncode, budget):
+    assert process_cause("worker 1 on algo-2", tail, returncode, budget) is None

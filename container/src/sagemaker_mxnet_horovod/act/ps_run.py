@@ -241,9 +241,8 @@ class ParameterServerRun:
             report = report_now(self.memory_at_start)
             if oom_during(report.at_start, report.at_end):
                 cause = oom_cause(self.host, ended.name, report)
-        if cause is None and self.plan.shm is not None:  # the plan's budget holds this host's /dev/shm size
-            cause = shm.process_cause(f"{ended.name} on {self.host}", ended.tail, ended.returncode, self.plan.shm,
-                                      self.plan.shm.size_bytes)
+        if cause is None:
+            cause = shm.process_cause(f"{ended.name} on {self.host}", ended.tail, ended.returncode, self.plan.shm)
         self.watch.process_ended(ended.name, ended.role, ended.returncode, ended.tail, now,
                                  self.crash_log.crash(ended.index), cause)
 

@@ -163,11 +163,10 @@ def cause(symptom: Symptom, where: str, budget: ShmBudget, size_bytes: int | Non
             f"{size_text(size_bytes)}, {need}. Fix: {budget.fixes()}")
 
 
-def process_cause(where: str, tail: Sequence[str], returncode: int, budget: ShmBudget | None,
-                  size_bytes: int | None) -> str | None:
-    """cause() for one process that ended (process_symptom), or None: no symptom, no budget, or an ample /dev/shm.
-    where: 'worker 1 on algo-2'; size_bytes: that host's /dev/shm."""
+def process_cause(where: str, tail: Sequence[str], returncode: int, budget: ShmBudget | None) -> str | None:
+    """cause() for one process that ended on this host (process_symptom), or None: no symptom, no budget, or an
+    ample /dev/shm (the budget's size is this host's). where: 'worker 1 on algo-2'."""
     symptom = process_symptom(tail, returncode)
     if symptom is None or budget is None:
         return None
-    return cause(symptom, where, budget, size_bytes)
+    return cause(symptom, where, budget, budget.size_bytes)
