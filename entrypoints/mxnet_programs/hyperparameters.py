@@ -11,13 +11,18 @@ import sys
 from mxnet_programs.launch import KVSTORES
 from mxnet_programs.process import EXIT_USAGE, stderr_line
 
+# Keys for the launcher, not the program, that reach it anyway: the SDK's sagemaker_* and AWS's parameter-server keys
+# (_ps_port, _ps_verbose), which the launcher also passes on to scripts, as AWS's MXNet toolkit did.
+LAUNCHER_KEY_PREFIXES = ("sagemaker-", "-ps-")
+
 
 def normalize_argv(argv):
-    """Rewrites ``--some_key`` / ``--some_key=v`` to ``--some-key``; drops ``--sagemaker_*`` pairs.
+    """Rewrites ``--some_key`` / ``--some_key=v`` to ``--some-key``; drops ``--sagemaker_*`` and ``--_ps_*`` pairs.
 
     SageMaker users spell keys both ways; argparse knows one. The SDK's framework estimators add
-    ``sagemaker_program``, ``sagemaker_submit_directory`` ... to the hyperparameters: those are for
-    the launcher, not the script, so they are skipped here instead of failing as unknown.
+    ``sagemaker_program``, ``sagemaker_submit_directory`` ... to the hyperparameters, and a parameter-server job
+    may set ``_ps_port`` and ``_ps_verbose``: those are for the launcher, not the program, so they are skipped
+    here instead of failing as unknown.
     """
     out = []
     i = 0
@@ -26,7 +31,7 @@ def normalize_argv(argv):
         if token.startswith("--") and len(token) > 2:
             key, sep, value = token[2:].partition("=")
             key = key.replace("_", "-")
-            if key.startswith("sagemaker-"):
+            if key.startswith(LAUNCHER_KEY_PREFIXES):
                 has_separate_value = not sep and i + 1 < len(argv) and not argv[i + 1].startswith("--")
                 i += 2 if has_separate_value else 1
                 continue

@@ -7,9 +7,9 @@ import pytest
 from mxnet_programs import hyperparameters as hp
 
 
-def test_hyperparameter_keys_accept_underscores_and_drop_sagemaker_keys():
+def test_hyperparameter_keys_accept_underscores_and_drop_the_launchers_keys():
     argv = ["--batch_size", "32", "--log_interval=5", "--sagemaker_program", "mnist", "--lr", "0.1",
-            "--sagemaker_submit_directory=/x", "--save-checkpoints", "false"]
+            "--sagemaker_submit_directory=/x", "--_ps_port", "9000", "--_ps_verbose=1", "--save-checkpoints", "false"]
     assert hp.normalize_argv(argv) == [
         "--batch-size", "32", "--log-interval=5", "--lr", "0.1", "--save-checkpoints", "false"]
     # values are never rewritten, negative numbers stay values
