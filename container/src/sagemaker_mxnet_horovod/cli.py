@@ -26,20 +26,14 @@ from sagemaker_mxnet_horovod.act.outcome_files import (
     write_failure_file,
     write_success,
 )
+from sagemaker_mxnet_horovod.core.exits import ConfigError, StopRequested, exit_code_of
+from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.diagnose.failure import Failure
-from sagemaker_mxnet_horovod.exits import ConfigError, StopRequested, exit_code_of
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig, load_training_config
 from sagemaker_mxnet_horovod.plan.job_plan import DEFAULT_RUN_DIR, Plan, describe, make_plan
-
-
-def log(message: str) -> None:
-    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
-    # let a rank's line in between.
-    sys.stderr.write(f"train: {message}\n")
-    sys.stderr.flush()
 
 
 def _raise_stop(signum, _frame):

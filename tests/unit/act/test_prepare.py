@@ -10,7 +10,7 @@ import stat
 import pytest
 import unit_paths
 from sagemaker_mxnet_horovod.act.prepare import is_python_package, prepare_host
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.settings import DEFAULT_PS_PORT, DEFAULT_STALL_TIMEOUT_S, parse_launcher_settings
 from sagemaker_mxnet_horovod.parse.training_config import (

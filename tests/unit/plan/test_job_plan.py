@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
+from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
+from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import LaunchRules, parameter_server_request, single_process_request
 from sagemaker_mxnet_horovod.parse.paths import Paths

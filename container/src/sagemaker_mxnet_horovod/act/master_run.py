@@ -9,7 +9,6 @@ until cli.py writes the one the run returns.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -20,26 +19,20 @@ from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
 from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_signals
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import REPORT_TIMEOUT_S, HostReport, every_host_report, peak_line
 from sagemaker_mxnet_horovod.diagnose.memory import read_memory
 from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
-from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
 # After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the
 # crashed thread, which can hang in a library's exit handler; mpirun then waits for that rank forever.
 CRASH_EXIT_GRACE_S = 30.0
-
-
-def log(message: str) -> None:
-    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
-    # let a rank's line in between.
-    sys.stderr.write(f"train: {message}\n")
-    sys.stderr.flush()
 
 
 class MasterRun:

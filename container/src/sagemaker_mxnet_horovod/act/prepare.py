@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.plan.job_plan import Plan, rank_environment
 from sagemaker_mxnet_horovod.plan.programs import Program

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import queue
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -35,6 +34,8 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
 from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup, ProcessLogs
 from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
@@ -47,15 +48,10 @@ from sagemaker_mxnet_horovod.diagnose.host_report import (
 )
 from sagemaker_mxnet_horovod.diagnose.memory import oom_during, read_memory
 from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
-from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 END_GRACE_S = 10.0  # once the verdict is known, how long the processes still running get after SIGTERM
 TICK_S = 1.0  # the loop's longest wait without an event
-
-
-def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
 
 
 class ParameterServerRun:

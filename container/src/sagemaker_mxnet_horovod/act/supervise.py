@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
 from sagemaker_mxnet_horovod.act.rank_output import RankLine, RankLines, RankLogs, shown
-from sagemaker_mxnet_horovod.exits import STOP_GRACE_S
+from sagemaker_mxnet_horovod.core.exits import STOP_GRACE_S
+from sagemaker_mxnet_horovod.core.log import log
 
 TAIL_LINES = 20
 
@@ -183,9 +184,8 @@ def forward_stop_signals(job: Job, on_stop=None) -> None:
     def handler(signum, _frame):
         if job.stopped_by_signal is None:
             job.stopped_by_signal = signum
-            sys.stderr.write(f"train: received {signal.Signals(signum).name}; stopping the job "
-                             f"(killing it if still running after {job.stop_grace_s:g} s)\n")
-            sys.stderr.flush()
+            log(f"received {signal.Signals(signum).name}; stopping the job (killing it if still running after "
+                f"{job.stop_grace_s:g} s)")
         elif signum == job.stopped_by_signal:
             return  # SageMaker and compose may both send SIGTERM: one graceful stop is enough
         job.request_stop(signum)

@@ -6,7 +6,6 @@ it then asks of every host, this one included (stacks.py); a worker that loses i
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -16,17 +15,11 @@ from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
 from sagemaker_mxnet_horovod.act.cluster.worker import HostDiagnostics, serve_master
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
 from sagemaker_mxnet_horovod.act.outcome_files import Outcome
+from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.diagnose.failure import Failure
-from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
-
-
-def log(message: str) -> None:
-    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
-    # let a rank's line in between.
-    sys.stderr.write(f"train: {message}\n")
-    sys.stderr.flush()
 
 
 def dump_local_stacks(plan: Plan, paths: Paths, reason: str, dump: str | None = None) -> dict[int, str]:

@@ -15,8 +15,8 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED
 from sagemaker_mxnet_horovod.diagnose.crashes import untag
-from sagemaker_mxnet_horovod.exits import EXIT_FAILED
 
 FAILURE_LIMIT = 1024
 

@@ -18,10 +18,10 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED
 from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
 from sagemaker_mxnet_horovod.diagnose.failure import Failure, exit_status
 from sagemaker_mxnet_horovod.diagnose.ranks import process_failure
-from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED
 
 # After a worker exits 0 (or a server or the scheduler does), how long the other workers may take to exit too.
 # ps-lite's barrier at exit (in the kvstore's destructor) releases all workers at once; a worker still running

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sagemaker_mxnet_horovod.compat import debugger
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.input_config import Channel, parse_input_data_config
 from sagemaker_mxnet_horovod.parse.launch_rules import (
     DEFAULT_ENTRYPOINTS_DIR,

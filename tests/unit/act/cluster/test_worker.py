@@ -21,9 +21,9 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
     check_in,
     check_in_without_ssh,
 )
+from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, STOP_GRACE_S, ClusterError
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
-from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, STOP_GRACE_S, ClusterError
 from test_ssh import banner_server
 
 

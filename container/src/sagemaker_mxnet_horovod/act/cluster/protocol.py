@@ -47,7 +47,7 @@ import select
 import socket
 import threading
 
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 HEARTBEAT_S = 5.0
 HEARTBEAT_TIMEOUT_S = 30.0  # a worker that hears nothing from the master for this long gives up

@@ -20,9 +20,9 @@ from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_TIMEOUT_S, Co
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
 from sagemaker_mxnet_horovod.act.local_ranks import mpi_daemon_running, signal_local_ranks
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError
 from sagemaker_mxnet_horovod.diagnose.host_report import report_now
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, read_memory
-from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError
 
 
 @dataclass

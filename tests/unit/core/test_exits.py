@@ -1,8 +1,8 @@
-"""exits.py: the one map from the error that ends `train` to its exit code, and SageMaker's stop timing."""
+"""core/exits.py: the one map from the error that ends `train` to its exit code, and SageMaker's stop timing."""
 
 import signal
 
-from sagemaker_mxnet_horovod.exits import (
+from sagemaker_mxnet_horovod.core.exits import (
     EXIT_CONFIG,
     EXIT_FAILED,
     EXIT_STOPPED,
