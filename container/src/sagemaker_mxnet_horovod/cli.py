@@ -20,15 +20,15 @@ from pathlib import Path
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.outcome_files import (
-    Outcome,
     clear_previous_outcome,
     copy_stray_outputs,
     write_failure_file,
     write_success,
 )
 from sagemaker_mxnet_horovod.core.exits import ConfigError, StopRequested, exit_code_of
+from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
-from sagemaker_mxnet_horovod.diagnose.failure import Failure
+from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.paths import Paths

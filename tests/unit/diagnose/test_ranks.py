@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.supervise import Job
+from sagemaker_mxnet_horovod.core.failure import fit
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog, NativeCrash
-from sagemaker_mxnet_horovod.diagnose.failure import fit
 from sagemaker_mxnet_horovod.diagnose.ranks import MpirunReport, parse_mpirun_report, process_failure, rank_failure
 
 NONZERO = """--------------------------------------------------------------------------

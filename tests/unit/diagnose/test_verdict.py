@@ -7,7 +7,7 @@ import dataclasses
 import signal
 
 from plan_cases import config, plan
-from sagemaker_mxnet_horovod.act.supervise import JobResult
+from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport

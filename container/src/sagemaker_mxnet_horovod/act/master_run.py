@@ -16,13 +16,14 @@ from pathlib import Path
 from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
-from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
+from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
-from sagemaker_mxnet_horovod.act.supervise import Job, JobResult, forward_stop_signals
+from sagemaker_mxnet_horovod.act.supervise import Job, forward_stop_signals
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.core.log import log
+from sagemaker_mxnet_horovod.core.outcome import JobResult, Outcome
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import REPORT_TIMEOUT_S, HostReport, every_host_report, peak_line
 from sagemaker_mxnet_horovod.diagnose.memory import read_memory

@@ -31,14 +31,15 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
     WorkerSession,
     check_in_without_ssh,
 )
-from sagemaker_mxnet_horovod.act.outcome_files import Outcome, read_user_failure
+from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
 from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup, ProcessLogs
 from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.core.log import log
+from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.diagnose.host_report import (
     REPORT_TIMEOUT_S,
     every_host_report,

@@ -15,24 +15,15 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
 from sagemaker_mxnet_horovod.act.rank_output import RankLine, RankLines, RankLogs, shown
 from sagemaker_mxnet_horovod.core.exits import STOP_GRACE_S
 from sagemaker_mxnet_horovod.core.log import log
+from sagemaker_mxnet_horovod.core.outcome import JobResult
 
 TAIL_LINES = 20
 
-
-@dataclass
-class JobResult:
-    returncode: int
-    rank_stderr: dict = field(default_factory=dict)  # rank -> last stderr lines
-    untagged_tail: list = field(default_factory=list)  # mpirun's own messages (or an untagged program's)
-    stopped_by_signal: int | None = None  # SIGTERM/SIGINT we received and forwarded
-    killed_after_grace: bool = False
-    abort_reason: str | None = None  # set when the launcher itself ended the job (e.g. a lost worker)
 
 
 class Job:

@@ -14,10 +14,10 @@ from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
 from sagemaker_mxnet_horovod.act.cluster.worker import HostDiagnostics, serve_master
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
-from sagemaker_mxnet_horovod.act.outcome_files import Outcome
 from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
-from sagemaker_mxnet_horovod.diagnose.failure import Failure
+from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.plan.job_plan import Plan
 

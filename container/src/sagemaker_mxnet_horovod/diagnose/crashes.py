@@ -22,7 +22,8 @@ import re
 import signal
 from dataclasses import dataclass, field
 
-_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+from sagemaker_mxnet_horovod.core.failure import untag
+
 _OMPI_PREFIX = re.compile(r"^\[[\w.-]+:\d+\]\s*")
 _OMPI_START = "*** Process received signal ***"
 _OMPI_END = "*** End of error message ***"
@@ -125,11 +126,6 @@ class CrashLog:
 
     def crashes(self) -> dict[int, NativeCrash]:
         return {rank: crash for rank in sorted(self.reports) if (crash := self.crash(rank))}
-
-
-def untag(line: str) -> str:
-    """Without mpirun's [job,rank]<stream>: tags, wherever they are in the line."""
-    return _TAG.sub("", line)
 
 
 def innermost_named_frame(frames: list[Frame]) -> Frame | None:

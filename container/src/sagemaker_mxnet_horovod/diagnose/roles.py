@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED
+from sagemaker_mxnet_horovod.core.failure import Failure, exit_status
 from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
-from sagemaker_mxnet_horovod.diagnose.failure import Failure, exit_status
 from sagemaker_mxnet_horovod.diagnose.ranks import process_failure
 
 # After a worker exits 0 (or a server or the scheduler does), how long the other workers may take to exit too.

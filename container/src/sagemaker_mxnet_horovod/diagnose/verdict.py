@@ -1,4 +1,4 @@
-"""The job's verdict: from how the job's process ended (act/supervise.JobResult) and what the watches saw, the
+"""The job's verdict: from how the job's process ended (core/outcome.JobResult) and what the watches saw, the
 one Failure the failure file reports, or None when the job succeeded.
 
 How it ended gives the failure (ranks.py: which rank, how, its error); a finding of the launcher's own, when one
@@ -12,10 +12,10 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from sagemaker_mxnet_horovod.act.supervise import JobResult
+from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit, exit_status, rank_host
+from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, exit_status, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog, hang_cause
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause
 from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, process_failure, rank_failure

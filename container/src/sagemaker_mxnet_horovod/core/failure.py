@@ -1,7 +1,8 @@
 """Failure reports: what SageMaker shows users (the first 1024 characters of /opt/ml/output/failure).
 
-A Failure is a record built once, where the failure is understood (ranks.py for a job's ranks, verdict.py for
-the whole job, cli.py for a job that never started), and rendered once: the cause first (which host or rank,
+A Failure is a record built once, where the failure is understood (diagnose/ranks.py for a job's ranks,
+diagnose/verdict.py for the whole job, core/stop.py for a stop, cli.py for a job that never started), and rendered
+once: the cause first (which host or rank,
 exit code or signal, the error line or the native crash), a finding of the launcher's own before it when it has
 one, then the detail (the last lines of whoever failed).
 
@@ -11,14 +12,16 @@ diagnosis (the toolkit keeps the user's file and drops its own message; we keep 
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED
-from sagemaker_mxnet_horovod.diagnose.crashes import untag
 
 FAILURE_LIMIT = 1024
+# mpirun --tag-output's tag of each piece a rank writes ("[1,3]<stderr>:"), also mid-line.
+_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,11 @@ class Failure:
         text = self.cause + tail_block(self.tail_title, self.tail)
         # The launcher's own finding is the cause; what mpirun said about it follows.
         return f"{self.finding}\n{text}" if self.finding else text
+
+
+def untag(line: str) -> str:
+    """Without mpirun's [job,rank]<stream>: tags, wherever they are in the line."""
+    return _TAG.sub("", line)
 
 
 def tail_block(title: str, lines: Sequence[str]) -> str:

@@ -1,8 +1,8 @@
-"""failure.py: a Failure rendered cause first, the launcher's own finding before it; within SageMaker's 1024
+"""core/failure.py: a Failure rendered cause first, the launcher's own finding before it; within SageMaker's 1024
 characters, the cause and the newest detail kept; the user's own failure text kept in front of the launcher's
 diagnosis."""
 
-from sagemaker_mxnet_horovod.diagnose.failure import (
+from sagemaker_mxnet_horovod.core.failure import (
     FAILURE_LIMIT,
     LAUNCHER_HEAD_ROOM,
     LAUNCHER_PREFIX,
