@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("sagemaker_training")
+from sagemaker_mxnet_horovod.act.rank_env import rank_environment  # noqa: E402
 from sagemaker_mxnet_horovod.parse import host_facts  # noqa: E402
 from sagemaker_mxnet_horovod.parse.settings import LAUNCHER_PREFIXES  # noqa: E402
 from sagemaker_mxnet_horovod.parse.training_config import load_training_config  # noqa: E402
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan, rank_environment  # noqa: E402
+from sagemaker_mxnet_horovod.plan.job_plan import make_plan  # noqa: E402
 
 CODE = Path(__file__).parent / "code"
 # Our additions: the toolkit does not set these.

@@ -97,7 +97,7 @@ def act(plan: Plan, env: dict, paths: Paths, facts: HostFacts) -> Outcome:
     bind_address = next((ip for name, ip in facts.interface_addresses if name == plan.interface), "")
     if plan.backend == "parameter_server":
         from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
-        from sagemaker_mxnet_horovod.plan.job_plan import rank_environment
+        from sagemaker_mxnet_horovod.act.rank_env import rank_environment
 
         return ParameterServerRun(plan, rank_environment(plan, env), bind_address, paths.failure_file).run()
     if plan.role == "worker":

@@ -10,11 +10,12 @@ import stat
 import pytest
 import unit_paths
 from sagemaker_mxnet_horovod.act.prepare import is_python_package, prepare_host
+from sagemaker_mxnet_horovod.act.rank_env import rank_environment
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan, rank_environment
+from sagemaker_mxnet_horovod.plan.job_plan import make_plan
 
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0")
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 from sagemaker_mxnet_horovod.act.process_group import EXIT_CODE_NOT_STARTED, TAIL_LINES, ProcessGroup
-from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
+from sagemaker_mxnet_horovod.core.plan import LocalProcess
 
 # Says it is ready (its SIGTERM handler, if any, installed), then sleeps.
 SLEEPER = "import signal, sys, time\n{handler}\nprint('ready', file=sys.stderr, flush=True)\ntime.sleep(60)\n"

@@ -19,10 +19,10 @@ from plan_cases import config, plan
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act import ps_run
 from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
+from sagemaker_mxnet_horovod.core.plan import LocalProcess
 from sagemaker_mxnet_horovod.diagnose import host_report, roles
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
-from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
 from stacks_request import ask_for_stacks_then_release
 
 SERVE = "import time\nwhile True: time.sleep(1)"  # a server or scheduler: runs until it is ended

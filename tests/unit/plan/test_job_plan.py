@@ -11,7 +11,7 @@ from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
-from sagemaker_mxnet_horovod.plan.job_plan import describe, make_plan, rank_environment
+from sagemaker_mxnet_horovod.plan.job_plan import describe, make_plan
 
 PATHS = Paths(Path("/opt/ml"))
 ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs' launch rules
@@ -297,16 +297,6 @@ def test_describe_lists_role_hosts_command_and_notes():
     assert "rank logs: /opt/ml/output/data/logs/<host>-rank-<rank>.log; console: every rank" in text
     shown = describe(plan(config(hosts=("algo-1", "algo-2"), hps={"mpi_console_ranks": "0,3"})), {})
     assert "console: ranks 0, 3 (mpi_console_ranks)" in shown
-
-
-def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
-    container_env = {"PATH": "/opt/venv/bin", "MY_SETTING": "x", "OMPI_MCA_btl": "tcp", "OMP_NUM_THREADS": "3"}
-    worker = plan(config(hosts=("algo-1", "algo-2"), current="algo-2"), env=container_env)
-    env = rank_environment(worker, container_env)
-    assert env["MY_SETTING"] == "x"  # the job's `environment`, as this container got it
-    assert env["SM_CURRENT_HOST"] == "algo-2"
-    assert env["OMP_NUM_THREADS"] == "3"  # the user's value wins
-    assert "OMPI_MCA_btl" not in env  # Open MPI's own variables stay as mpirun set them per rank
 
 
 V100 = (("Tesla V100-SXM2-16GB", "7.0"),)

@@ -23,12 +23,12 @@ from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, Cluste
 from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import JobResult, Outcome
+from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import REPORT_TIMEOUT_S, HostReport, every_host_report, peak_line
 from sagemaker_mxnet_horovod.diagnose.memory import read_memory
 from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
-from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
 # After a rank's crash report, how long the job may take to end. MXNet's SIGSEGV handler calls exit() on the

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.core.failure import FAILURE_LIMIT, Failure, compose_failure, fit, shorten
-from sagemaker_mxnet_horovod.plan.stray_outputs import StrayOutput
+from sagemaker_mxnet_horovod.core.plan import StrayOutput
 
 
 def write_failure_file(path: Path, failure: Failure,

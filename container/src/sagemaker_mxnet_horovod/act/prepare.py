@@ -8,10 +8,10 @@ import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.act.rank_env import rank_environment
 from sagemaker_mxnet_horovod.core.exits import ConfigError
+from sagemaker_mxnet_horovod.core.plan import Plan, Program
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.plan.job_plan import Plan, rank_environment
-from sagemaker_mxnet_horovod.plan.programs import Program
 
 
 def is_python_package(code_dir: Path) -> bool:

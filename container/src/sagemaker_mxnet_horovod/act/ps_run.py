@@ -38,6 +38,7 @@ from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, STOP_G
 from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
+from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.host_report import (
@@ -49,7 +50,6 @@ from sagemaker_mxnet_horovod.diagnose.host_report import (
 )
 from sagemaker_mxnet_horovod.diagnose.memory import oom_during, read_memory
 from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
-from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 END_GRACE_S = 10.0  # once the verdict is known, how long the processes still running get after SIGTERM
 TICK_S = 1.0  # the loop's longest wait without an event

@@ -23,11 +23,18 @@
 usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
 """
 
+from __future__ import annotations
+
 import json
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sagemaker_mxnet_horovod.core.plan import Plan
 
 RANK_ENV_FILE = "rank-env.json"
 # What a parameter-server worker says on stderr when its script has returned: the launcher's watch of workers that
@@ -35,6 +42,15 @@ RANK_ENV_FILE = "rank-env.json"
 SCRIPT_RETURNED = "train: the script returned; waiting in ps-lite's barrier at exit for every other worker"
 # Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
 SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
+
+
+def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
+    """What every rank on this host should see: this container's own environment (SageMaker gives each
+    container the job's `environment`, but sshd starts remote ranks with an empty one and mpirun exports
+    only the master's), the launcher's defaults, and this host's SM_* values. Written to RANK_ENV_FILE for MPI's
+    ranks, the environment itself of a parameter-server host's processes."""
+    merged = {**base_env, **plan.env, **plan.rank_env}
+    return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
 
 
 def main(argv: list) -> None:

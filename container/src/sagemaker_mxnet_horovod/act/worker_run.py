@@ -18,8 +18,8 @@ from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, ClusterError, StopR
 from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
+from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 
 def dump_local_stacks(plan: Plan, paths: Paths, reason: str, dump: str | None = None) -> dict[int, str]:

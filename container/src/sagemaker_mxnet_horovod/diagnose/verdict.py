@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 
 from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit, exit_status, rank_host
 from sagemaker_mxnet_horovod.core.outcome import JobResult
+from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog, hang_cause
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause
 from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, process_failure, rank_failure
-from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 
 @dataclass(frozen=True)

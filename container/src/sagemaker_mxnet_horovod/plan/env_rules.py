@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
+from sagemaker_mxnet_horovod.core.plan import Program
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.layout import Layout
-from sagemaker_mxnet_horovod.plan.programs import Program
 
 
 @dataclass(frozen=True)

@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
-from sagemaker_mxnet_horovod.act.rank_env import SKIP_PREFIXES
 from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
-from sagemaker_mxnet_horovod.diagnose.shm import ShmBudget
+from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.backends import mpi, parameter_server, single
-from sagemaker_mxnet_horovod.plan.backends.parameter_server import LocalProcess
 from sagemaker_mxnet_horovod.plan.env_rules import RULES, Job, apply_rules, check_gpus_supported, shm_budget
 from sagemaker_mxnet_horovod.plan.layout import Layout, plan_layout
-from sagemaker_mxnet_horovod.plan.programs import Program, resolve_program
-from sagemaker_mxnet_horovod.plan.stray_outputs import StrayOutput, find_stray_outputs
+from sagemaker_mxnet_horovod.plan.programs import resolve_program
+from sagemaker_mxnet_horovod.plan.stray_outputs import find_stray_outputs, warning
 
 # Every rank, MPI or not, starts through this module (act/rank_env.py): this host's SM_* values,
 # line-buffered output, and the code directory as its working directory, as under the toolkit.
@@ -32,41 +29,6 @@ DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
 BACKENDS = {"mpi": mpi, "parameter_server": parameter_server, "single": single}
 
 
-@dataclass(frozen=True)
-class Plan:
-    # "single": run the program here; "master": run mpirun, or coordinate the parameter-server job; "worker":
-    # serve the master's mpirun, or run this host's parameter-server processes
-    role: str
-    current_host: str
-    master_host: str
-    hosts: tuple[str, ...]
-    processes_per_host: int
-    total_processes: int
-    use_mpi: bool
-    interface: str | None
-    program: Program
-    command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on MPI workers
-    env: Mapping[str, str]  # variables to set on top of the container's environment
-    rank_env: Mapping[str, str]  # this host's SM_* values, applied by each local rank (see rank_env.py)
-    rank_hosts: tuple[str, ...]  # host of each MPI rank, for naming the failing rank
-    peer_timeout_s: float
-    handshake_port: int
-    run_dir: str
-    notes: tuple[str, ...] = field(default=())
-    role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
-    stray_outputs: tuple[StrayOutput, ...] = ()  # copied into output/data when the job ends
-    backend: str = "single"  # mpi | parameter_server | single (plan/backends)
-    processes: tuple[LocalProcess, ...] = ()  # a parameter-server host's own processes, instead of `command`
-    roles: str = ""  # where the parameter-server job's roles run, for the start log
-    shm: ShmBudget | None = None  # this host's /dev/shm against the job's need, for the diagnosis
-    # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
-    output_data_dir: str = ""
-    console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
-
-    @property
-    def workers(self) -> tuple[str, ...]:
-        """The hosts that check in with the master: every host of a distributed job but the first."""
-        return self.hosts[1:] if self.backend != "single" else ()
 
 
 def make_plan(
@@ -112,7 +74,7 @@ def make_plan(
         peer_timeout_s=config.settings.peer_timeout_s,
         handshake_port=config.settings.handshake_port,
         run_dir=run_dir,
-        notes=(*config.warnings, *layout.notes, *rule_notes, *(stray.warning(config.paths) for stray in strays)),
+        notes=(*config.warnings, *layout.notes, *rule_notes, *(warning(stray, config.paths) for stray in strays)),
         role_reason=layout.outside_reason,
         stray_outputs=tuple(strays),
         backend=layout.backend,
@@ -138,13 +100,6 @@ def host_command(layout: Layout, hostname: str, cores_per_rank: int, run_dir: st
         return ()
     return single.command(rank_argv)
 
-
-def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
-    """What every rank on this host should see: this container's own environment (SageMaker gives each
-    container the job's `environment`, but sshd starts remote ranks with an empty one and mpirun exports
-    only the master's), the launcher's defaults, and this host's SM_* values."""
-    merged = {**base_env, **plan.env, **plan.rank_env}
-    return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
 
 
 def console(plan: Plan) -> str:

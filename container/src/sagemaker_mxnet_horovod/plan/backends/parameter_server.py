@@ -9,9 +9,7 @@ backend's rules, each with its reason. act/ps_run.py runs them and the cluster c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-
+from sagemaker_mxnet_horovod.core.plan import LocalProcess
 from sagemaker_mxnet_horovod.plan.cores import core_share
 from sagemaker_mxnet_horovod.plan.env_rules import Job, Rule, Setting
 from sagemaker_mxnet_horovod.plan.layout import Layout
@@ -25,15 +23,6 @@ ROLE_PROGRAM = ("-c", "import mxnet")
 WORKER_RANK, LOCAL_WORKER_RANK, LOCAL_WORKERS = "SMMH_WORKER_RANK", "SMMH_LOCAL_WORKER_RANK", "SMMH_LOCAL_WORKERS"
 
 
-@dataclass(frozen=True)
-class LocalProcess:
-    """One process this host runs, and what it is."""
-
-    name: str  # its role and job-wide index, as failures name it: "scheduler", "server 1", "worker 3"
-    role: str  # scheduler | server | worker (DMLC_ROLE)
-    argv: tuple[str, ...]
-    env: Mapping[str, str]  # its own variables, on top of the host's rank environment
-    cwd: str  # the code directory, for every role
 
 
 def server_count(layout: Layout, requested: int | None) -> int:
