@@ -7,7 +7,7 @@ import unit_paths
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
-from sagemaker_mxnet_horovod.plan.env_rules import Job
+from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs
 from sagemaker_mxnet_horovod.plan.layout import plan_layout
 from sagemaker_mxnet_horovod.plan.programs import resolve_program
 
@@ -18,12 +18,12 @@ GPU8 = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_
 
 
 def job(hosts=("algo-1",), facts=CPU2, env=None, instance_type=None, **hps):
-    """A Job as make_plan builds it: the real config, layout and launch rules."""
+    """The planner's inputs (PlanInputs) as make_plan builds them: the real config, layout and launch rules."""
     resource = {"current_host": "algo-1", "hosts": list(hosts), "network_interface_name": "eth0",
                 **({"current_instance_type": instance_type} if instance_type else {})}
     config = parse_training_config(Paths(Path("/opt/ml")), resource, {"sagemaker_program": "mnist", **hps}, {}, {},
                                    entrypoints_dir=ENTRYPOINTS)
-    return Job(config, facts, env or {}, plan_layout(config, facts), resolve_program(config, "python", ENTRYPOINTS))
+    return PlanInputs(config, facts, env or {}, plan_layout(config, facts), resolve_program(config, "python", ENTRYPOINTS))
 
 
 def two_hosts(**kwargs):

@@ -25,5 +25,5 @@ def test_each_error_maps_to_its_exit_code():
 
 
 def test_the_ranks_grace_leaves_the_launcher_time_before_sagemakers_sigkill():
-    # After the grace, mpirun gets SIGTERM and, 10 s later, SIGKILL (supervise.Job): all before SageMaker's.
+    # After the grace, mpirun gets SIGTERM and, 10 s later, SIGKILL (supervise.JobProcess): all before SageMaker's.
     assert STOP_GRACE_S + 10 < SAGEMAKER_KILL_AFTER_S

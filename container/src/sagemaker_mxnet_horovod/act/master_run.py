@@ -18,7 +18,7 @@ from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
-from sagemaker_mxnet_horovod.act.supervise import Job, forward_stop_signals
+from sagemaker_mxnet_horovod.act.supervise import JobProcess, forward_stop_signals
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit, rank_host
 from sagemaker_mxnet_horovod.core.log import log
@@ -46,7 +46,7 @@ class MasterRun:
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
         rank_hosts = plan.rank_hosts if plan.use_mpi else (plan.current_host,)
         output = Path(plan.output_data_dir) if plan.output_data_dir else None
-        self.job = Job(plan.command, env, tagged=plan.use_mpi,
+        self.job = JobProcess(plan.command, env, tagged=plan.use_mpi,
                        stderr_observers=(self.stall_log.observe, self.crash_log.observe),
                        rank_logs=RankLogs(output / "logs", rank_hosts) if output else None,
                        console_ranks=plan.console_ranks,

@@ -26,7 +26,7 @@ TAIL_LINES = 20
 
 
 
-class Job:
+class JobProcess:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = STOP_GRACE_S,
                  stderr_observers: Sequence = (), rank_logs: RankLogs | None = None,
                  console_ranks: Collection[int] | None = None, before_abort=None):
@@ -169,7 +169,7 @@ class Job:
             )
 
 
-def forward_stop_signals(job: Job, on_stop=None) -> None:
+def forward_stop_signals(job: JobProcess, on_stop=None) -> None:
     """SIGTERM/SIGINT to the launcher stop the job (SageMaker's StopTrainingJob, spot interruption)."""
 
     def handler(signum, _frame):

@@ -29,7 +29,7 @@ _SHUTDOWN = re.compile(r"stalled for longer than (\d+) seconds\. Will shutdown")
 
 
 class StallLog:
-    """Follows Horovod's stall reports in the ranks' stderr (a supervise.Job stderr observer)."""
+    """Follows Horovod's stall reports in the ranks' stderr (a supervise.JobProcess stderr observer)."""
 
     def __init__(self, on_first_report=None):
         self.on_first_report = on_first_report  # callable(), once the first report of a stall is complete

@@ -17,7 +17,7 @@ from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.backends import mpi, parameter_server, single
-from sagemaker_mxnet_horovod.plan.env_rules import RULES, Job, apply_rules, check_gpus_supported, shm_budget
+from sagemaker_mxnet_horovod.plan.env_rules import RULES, PlanInputs, apply_rules, check_gpus_supported, shm_budget
 from sagemaker_mxnet_horovod.plan.layout import Layout, plan_layout
 from sagemaker_mxnet_horovod.plan.programs import resolve_program
 from sagemaker_mxnet_horovod.plan.stray_outputs import find_stray_outputs, warning
@@ -47,7 +47,7 @@ def make_plan(
 
     # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.
     sm_env = sm_environment(config, facts.cpu_count, facts.gpu_count, layout.interface, program.name, base_env)
-    job = Job(config, facts, base_env, layout, program)
+    job = PlanInputs(config, facts, base_env, layout, program)
     defaults, rule_notes = apply_rules(RULES + backend.RULES, job)
     env = {**sm_env, **defaults}
     custom_options = config.settings.custom_mpi_options if layout.use_mpi else ()  # only when there is an mpirun

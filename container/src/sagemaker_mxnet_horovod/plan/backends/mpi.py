@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sagemaker_mxnet_horovod.plan.cores import CoreShare, core_share
-from sagemaker_mxnet_horovod.plan.env_rules import Job, Rule, Setting
+from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
 
 # Open MPI busy-polls one core per rank while it waits; below this many cores per rank that steals a large
 # share of the compute (measured on 2 cores: Mask R-CNN 59 s/iter busy-polling vs 19 s/iter yielding; MNIST,
@@ -118,12 +118,12 @@ def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: 
 # ---------------------------------------------------------------------------------------------------------
 # Environment rules of MPI jobs (after env_rules.RULES in the start log)
 
-def rank_cores(job: Job) -> CoreShare:
+def rank_cores(job: PlanInputs) -> CoreShare:
     """This host's cores split between its ranks and those of the hosts sharing its machine (plan/cores.py)."""
     return core_share(job.facts, job.config.resource, job.layout.processes_per_host)
 
 
-def omp_threads_per_rank(job: Job) -> list[Setting]:
+def omp_threads_per_rank(job: PlanInputs) -> list[Setting]:
     """One OpenMP thread per core a rank gets: more threads than cores spin in libgomp's waits."""
     if not job.layout.use_mpi:
         return []
@@ -131,7 +131,7 @@ def omp_threads_per_rank(job: Job) -> list[Setting]:
     return [Setting("OMP_NUM_THREADS", str(share.per_process), share.why)]
 
 
-def mpi_yield_when_idle(job: Job) -> list[str]:
+def mpi_yield_when_idle(job: PlanInputs) -> list[str]:
     """The note for mpirun's mpi_yield_when_idle (yields_when_idle decides it)."""
     if not job.layout.use_mpi:
         return []
@@ -142,7 +142,7 @@ def mpi_yield_when_idle(job: Job) -> list[str]:
             "busy polling would starve it)"]
 
 
-def nccl_socket_interface(job: Job) -> list[Setting]:
+def nccl_socket_interface(job: PlanInputs) -> list[Setting]:
     if not job.layout.use_mpi or not job.layout.interface:
         return []
     return [Setting("NCCL_SOCKET_IFNAME", job.layout.interface, "the cluster interface")]
@@ -162,7 +162,7 @@ NCCL_100G_INSTANCE_TYPES = frozenset({
 NCCL_100G_SOCKET_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "8"}
 
 
-def nccl_sockets_on_100g(job: Job) -> list[Setting]:
+def nccl_sockets_on_100g(job: PlanInputs) -> list[Setting]:
     instance_type = job.config.resource.current_instance_type
     if not job.layout.use_mpi or instance_type not in NCCL_100G_INSTANCE_TYPES:
         return []

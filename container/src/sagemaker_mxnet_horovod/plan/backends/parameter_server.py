@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sagemaker_mxnet_horovod.core.plan import LocalProcess
 from sagemaker_mxnet_horovod.plan.cores import core_share
-from sagemaker_mxnet_horovod.plan.env_rules import Job, Rule, Setting
+from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
 from sagemaker_mxnet_horovod.plan.layout import Layout
 
 # Importing mxnet with DMLC_ROLE=server or scheduler runs that role (mxnet/kvstore_server.py) until the workers
@@ -68,7 +68,7 @@ def describe_roles(layout: Layout, servers: int) -> str:
 # Environment rules of parameter-server jobs (after env_rules.RULES in the start log). The layout's variables
 # are the launcher's to decide: the container's environment does not override them (user_wins=False).
 
-def scheduler_address(job: Job) -> list[Setting]:
+def scheduler_address(job: PlanInputs) -> list[Setting]:
     settings = job.config.settings
     return [
         Setting("DMLC_PS_ROOT_URI", job.layout.master_host, "the scheduler's host, the job's first, by name: "
@@ -82,7 +82,7 @@ def scheduler_address(job: Job) -> list[Setting]:
     ]
 
 
-def role_counts(job: Job) -> list[Setting]:
+def role_counts(job: PlanInputs) -> list[Setting]:
     layout, settings = job.layout, job.config.settings
     servers = server_count(layout, settings.parameter_server_num_servers)
     workers = layout.processes_per_host * len(layout.hosts)
@@ -93,21 +93,21 @@ def role_counts(job: Job) -> list[Setting]:
                     "host(s)", user_wins=False)]
 
 
-def node_interface(job: Job) -> list[Setting]:
+def node_interface(job: PlanInputs) -> list[Setting]:
     if not job.layout.interface:
         return []
     return [Setting("DMLC_INTERFACE", job.layout.interface, "servers and workers announce the cluster interface's "
                     "address, not the first one ps-lite finds")]
 
 
-def ps_verbose(job: Job) -> list[Setting]:
+def ps_verbose(job: PlanInputs) -> list[Setting]:
     level = job.config.settings.parameter_server_verbose
     if level is None:
         return []
     return [Setting("PS_VERBOSE", str(level), "_ps_verbose: ps-lite's connection log", user_wins=False)]
 
 
-def omp_threads_per_worker(job: Job) -> list[Setting]:
+def omp_threads_per_worker(job: PlanInputs) -> list[Setting]:
     """The workers split their host's cores, and the cores of the machine when hosts share one (plan/cores.py); a
     worker alone on its host keeps MXNet's own choice, as under AWS's toolkit."""
     share = core_share(job.facts, job.config.resource, job.layout.processes_per_host, processes="workers")
