@@ -1,9 +1,11 @@
-"""Jobs as make_plan hands them to the environment rules (the real config, layout and program), for the tests of
-plan/env_rules.py and of each backend's own rules. A uniquely named helper, as every helper under tests/."""
+"""Jobs as make_plan hands them to the environment rules (the real config, layout and program, and the backend the
+registry chooses), for the tests of plan/env_rules.py and of each backend's own rules. A uniquely named helper, as
+every helper under tests/."""
 
 from pathlib import Path
 
 import unit_paths
+from sagemaker_mxnet_horovod.backends.registry import choose
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
@@ -23,7 +25,9 @@ def job(hosts=("algo-1",), facts=CPU2, env=None, instance_type=None, **hps):
                 **({"current_instance_type": instance_type} if instance_type else {})}
     config = parse_training_config(Paths(Path("/opt/ml")), resource, {"sagemaker_program": "mnist", **hps}, {}, {},
                                    entrypoints_dir=ENTRYPOINTS)
-    return PlanInputs(config, facts, env or {}, plan_layout(config, facts), resolve_program(config, "python", ENTRYPOINTS))
+    layout = plan_layout(config, facts)
+    return PlanInputs(config, facts, env or {}, layout, resolve_program(config, "python", ENTRYPOINTS),
+                      choose(layout).collectives_in_shm)
 
 
 def two_hosts(**kwargs):

@@ -159,11 +159,12 @@ def test_abort_later_ends_a_job_still_running_and_spares_one_that_finished():
 
 DRIVER = """
 import json, os, sys
-from sagemaker_mxnet_horovod.act.supervise import JobProcess, forward_stop_signals
+from sagemaker_mxnet_horovod.act.supervise import JobProcess
+from sagemaker_mxnet_horovod.core import stop
 program = sys.argv[1]
 job = JobProcess([sys.executable, "-c", program], dict(os.environ), tagged=False, stop_grace_s=30)
 stops = []
-forward_stop_signals(job, on_stop=stops.append)
+stop.listen(lambda signum: (job.stop(signum), stops.append(signum)))
 job.start()
 result = job.wait()
 print(json.dumps([result.returncode, result.stopped_by_signal, stops, result.rank_stderr.get(0)]))
@@ -171,7 +172,7 @@ print(json.dumps([result.returncode, result.stopped_by_signal, stops, result.ran
 
 
 def test_the_launchers_sigterm_is_forwarded_to_the_job():
-    # In a process of its own: forward_stop_signals installs the process's signal handlers.
+    # In a process of its own: the stop path installs the process's signal handlers.
     program = SLEEPER.format(handler="signal.signal(signal.SIGTERM, lambda *_: (print('rank: stopping', "
                                      "file=sys.stderr), sys.exit(143)))").replace('"ready", file=sys.stderr', '"ready"')
     launcher = subprocess.Popen([sys.executable, "-c", DRIVER, program], env={**os.environ, "PYTHONPATH": str(SRC)},

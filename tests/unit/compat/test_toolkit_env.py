@@ -5,7 +5,7 @@ import json
 
 import pytest
 from plan_cases import CPU2, config, plan
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan
+from sagemaker_mxnet_horovod.backends.registry import plan_job
 
 
 def test_program_arguments_as_the_toolkit_builds_them():
@@ -55,7 +55,7 @@ def test_distribution_groups_without_the_knob(mpi_enabled, groups):
 def test_training_env_keys_and_environment_sourced_values():
     cfg = config({"sagemaker_container_log_level": "10", "sagemaker_submit_directory": '"s3://b/src.tar.gz"',
                   "sagemaker_program": '"train.py"', "sagemaker_job_name": '"j"'})
-    p = make_plan(cfg, CPU2, {"TRAINING_JOB_NAME": "job-1", "SAGEMAKER_TRAINING_MODULE": "m:main"}, python="py")
+    p = plan_job(cfg, CPU2, {"TRAINING_JOB_NAME": "job-1", "SAGEMAKER_TRAINING_MODULE": "m:main"}, python="py")
     env = p.rank_env
     training_env = json.loads(env["SM_TRAINING_ENV"])
     assert training_env["job_name"] == "job-1" and training_env["log_level"] == 10

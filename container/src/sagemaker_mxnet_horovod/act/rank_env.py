@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 RANK_ENV_FILE = "rank-env.json"
 # What a parameter-server worker says on stderr when its script has returned: the launcher's watch of workers that
-# finish apart (diagnose/roles.py) starts then, not when the process exits after ps-lite's barrier.
+# finish apart (backends/parameter_server/roles.py) starts then, not when the process exits after ps-lite's barrier.
 SCRIPT_RETURNED = "train: the script returned; waiting in ps-lite's barrier at exit for every other worker"
 # Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
 SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
@@ -51,6 +51,15 @@ def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
     ranks, the environment itself of a parameter-server host's processes."""
     merged = {**base_env, **plan.env, **plan.rank_env}
     return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
+
+
+def write_rank_environment(plan: Plan, base_env: Mapping[str, str]) -> None:
+    """RUN_DIR/RANK_ENV_FILE, which each rank that mpirun starts applies (main), readable by root only: the
+    container's environment may hold credentials."""
+    path = os.path.join(plan.run_dir, RANK_ENV_FILE)
+    os.makedirs(plan.run_dir, exist_ok=True)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        json.dump(rank_environment(plan, base_env), file)
 
 
 def main(argv: list) -> None:

@@ -1,5 +1,5 @@
 """Supervise the job's command: run it, stream its output (each rank's whole lines also to its own log, and to the
-console when it is shown there: rank_output.py), keep each rank's last stderr lines, forward signals.
+console when it is shown there: rank_output.py), keep each rank's last stderr lines, pass a stop on.
 
 SageMaker stops a job with SIGTERM and sends SIGKILL 120 s later; the supervisor forwards SIGTERM to the
 job and kills it outright if it has not finished within `stop_grace_s`, so the launcher always exits in time.
@@ -100,6 +100,14 @@ class JobProcess:
         for observer in self.stderr_observers:
             observer(rank, text)
 
+    def stop(self, signum: int) -> None:
+        """A stop of the launcher's (core/stop.py hands each signal once): said once, then passed on."""
+        if self.stopped_by_signal is None:
+            self.stopped_by_signal = signum
+            log(f"received {signal.Signals(signum).name}; stopping the job (killing it if still running after "
+                f"{self.stop_grace_s:g} s)")
+        self.request_stop(signum)
+
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         """Graceful stop (SageMaker stop, spot interruption): the ranks get the signal first, so they can
         checkpoint; Open MPI would SIGKILL them 1 s after forwarding it. mpirun follows after the grace."""
@@ -167,21 +175,3 @@ class JobProcess:
                 killed_after_grace=self.killed_after_grace,
                 abort_reason=self.abort_reason,
             )
-
-
-def forward_stop_signals(job: JobProcess, on_stop=None) -> None:
-    """SIGTERM/SIGINT to the launcher stop the job (SageMaker's StopTrainingJob, spot interruption)."""
-
-    def handler(signum, _frame):
-        if job.stopped_by_signal is None:
-            job.stopped_by_signal = signum
-            log(f"received {signal.Signals(signum).name}; stopping the job (killing it if still running after "
-                f"{job.stop_grace_s:g} s)")
-        elif signum == job.stopped_by_signal:
-            return  # SageMaker and compose may both send SIGTERM: one graceful stop is enough
-        job.request_stop(signum)
-        if on_stop:
-            on_stop(signum)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)

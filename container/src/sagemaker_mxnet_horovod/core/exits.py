@@ -1,5 +1,5 @@
-"""How `train` ends: its exit codes, the errors each step raises and the code each maps to, and SageMaker's
-stop timing. cli.main maps every error here to its exit code in one place."""
+"""How `train` ends: its exit codes, the errors each step raises, and SageMaker's stop timing. cli.failure_of maps
+every error that ends `train` to its failure and exit code, in one place (a stop: stop.stopped)."""
 
 from __future__ import annotations
 
@@ -29,13 +29,8 @@ class ClusterError(RuntimeError):
 
 
 class StopRequested(Exception):
-    """SIGTERM/SIGINT arrived before the job started (exit 143)."""
+    """SIGTERM or SIGINT arrived before the job's run listened for it (stop.py; exit 143)."""
 
-
-def exit_code_of(error: BaseException) -> int:
-    """The one map from an error that ends `train` to its exit code."""
-    if isinstance(error, ConfigError):
-        return EXIT_CONFIG
-    if isinstance(error, StopRequested):
-        return EXIT_STOPPED
-    return EXIT_FAILED
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum

@@ -57,6 +57,7 @@ class ShmBudget:
 class Plan:
     """This host's part of the job: what it runs, with which environment, and what the diagnosis needs to know."""
 
+    backend: str  # what runs it: a backend's name (backends/registry.py, the one place a name becomes a backend)
     # "single": run the program here; "master": run mpirun, or coordinate the parameter-server job; "worker":
     # serve the master's mpirun, or run this host's parameter-server processes
     role: str
@@ -65,22 +66,21 @@ class Plan:
     hosts: tuple[str, ...]
     processes_per_host: int
     total_processes: int
-    use_mpi: bool
     interface: str | None
     program: Program
     command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on MPI workers
     env: Mapping[str, str]  # variables to set on top of the container's environment
     rank_env: Mapping[str, str]  # this host's SM_* values, applied by each local rank (see rank_env.py)
-    rank_hosts: tuple[str, ...]  # host of each MPI rank, for naming the failing rank
+    rank_hosts: tuple[str, ...]  # host of each rank (a parameter-server job: of each worker), for naming it
     peer_timeout_s: float
     handshake_port: int
     run_dir: str
     notes: tuple[str, ...] = field(default=())
     role_reason: str = ""  # why this role, when it is not obvious (a host outside the distribution groups)
     stray_outputs: tuple[StrayOutput, ...] = ()  # copied into output/data when the job ends
-    backend: str = "single"  # mpi | parameter_server | single (plan/backends)
     processes: tuple[LocalProcess, ...] = ()  # a parameter-server host's own processes, instead of `command`
-    roles: str = ""  # where the parameter-server job's roles run, for the start log
+    backend_summary: str = ""  # the job's processes as its backend counts them, for the start log: "2 processes, MPI"
+    backend_lines: tuple[str, ...] = ()  # the backend's own lines for the start log (where its roles run)
     shm: ShmBudget | None = None  # this host's /dev/shm against the job's need, for the diagnosis
     # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
     output_data_dir: str = ""
@@ -88,6 +88,5 @@ class Plan:
 
     @property
     def workers(self) -> tuple[str, ...]:
-        """The hosts that check in with the master: every host of a distributed job but the first."""
-        return self.hosts[1:] if self.backend != "single" else ()
-
+        """The hosts that check in with the master: every host of the job but the first (none for one host)."""
+        return self.hosts[1:]

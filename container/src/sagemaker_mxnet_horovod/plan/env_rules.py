@@ -4,12 +4,12 @@ A rule reads the planner's inputs (PlanInputs: the config, this host's facts, th
 layout, the program) and returns Settings (a variable, its value, why) and notes for the start log. A variable
 in the container's environment (the job's `environment`, i.e. the user's) wins over a rule's default; the
 start log says so. RULES lists every job's rules in the order the start log shows them; a backend's own rules
-(plan/backends) follow them.
+(Backend.rules, in its folder of backends/) follow them.
 
-Adding a default is a rule and a line in RULES, e.g.:
+Adding a default is a rule and a line in RULES (or in a backend's rules, for its jobs only), e.g.:
 
     def horovod_cycle_time_on_cpu(job: PlanInputs) -> list[Setting]:
-        if job.facts.gpu_count or not job.layout.use_mpi:
+        if job.facts.gpu_count:
             return []
         return [Setting("HOROVOD_CYCLE_TIME", "5", "measured: ...")]
 """
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
-from sagemaker_mxnet_horovod.core.plan import Program
+from sagemaker_mxnet_horovod.core.plan import Program, ShmBudget
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
@@ -37,6 +37,8 @@ class PlanInputs:
     base_env: Mapping[str, str]  # the container's environment
     layout: Layout
     program: Program
+    # The backend's ranks' collectives use /dev/shm (Backend.collectives_in_shm): Open MPI's segments, NCCL's.
+    collectives_in_shm: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ def hang_watch(job: PlanInputs) -> list[Setting]:
     return [Setting(*rule) for rule in hang_watch_env(settings.stall_timeout_s, settings.progress_timeout_s)]
 
 
-def shm_budget(job: PlanInputs) -> shm.ShmBudget:
+def shm_budget(job: PlanInputs) -> ShmBudget:
     """This host's /dev/shm against what the job needs there: its ranks (a parameter-server job's workers), their
     data-loader workers, its GPUs."""
     layout = job.layout
@@ -152,8 +154,9 @@ def shm_budget(job: PlanInputs) -> shm.ShmBudget:
     if declared and callable(declared[1]):  # the program picks its default from the host: ask it the same way
         declared = (declared[0], declared[1](job.facts.gpu_count, layout.processes_per_host, job.facts.cpu_count))
     workers, key = shm.loader_workers(job.config.program_args, declared)
-    gpus = min(job.facts.gpu_count, layout.processes_per_host) if layout.use_mpi else 0
-    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=layout.use_mpi)
+    mpi = job.collectives_in_shm
+    gpus = min(job.facts.gpu_count, layout.processes_per_host) if mpi else 0
+    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=mpi)
 
 
 def shm_size_check(job: PlanInputs) -> list[str]:
@@ -221,7 +224,7 @@ def nccl_debug(job: PlanInputs) -> list[Setting]:
 
 
 # The rules of every job, in the order the start log shows them; each backend adds its own after these
-# (plan/backends: mpi.RULES).
+# (Backend.rules).
 RULES: tuple[Rule, ...] = (
     warm_pool_cache,
     fusion_off_on_old_drivers,

@@ -1,11 +1,12 @@
-"""The MPI backend (Horovod over Open MPI): the master's mpirun command, as data (its -mca parameters, why each:
-docs/launcher.md, "The mpirun command"; the variables it exports to every rank; the user's own options), and the
-environment rules of MPI jobs. Workers run no command: mpirun reaches them over ssh (act/cluster)."""
+"""The MPI backend's plan (Horovod over Open MPI): the master's mpirun command, as data (its -mca parameters, why
+each: docs/launcher.md, "The mpirun command"; the variables it exports to every rank; the user's own options), and
+the environment rules of MPI jobs. Workers run no command: mpirun reaches them over ssh (act/cluster)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sagemaker_mxnet_horovod.plan.backend import HostInputs, HostPlan
 from sagemaker_mxnet_horovod.plan.cores import CoreShare, core_share
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
 
@@ -115,6 +116,18 @@ def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: 
     return build_mpirun_command(hosts, local_name, processes_per_host, params, exported, custom_options, rank_argv)
 
 
+def host_plan(inputs: HostInputs) -> HostPlan:
+    """The master's mpirun; nothing on a worker, which mpirun reaches over ssh. The user's options on every host:
+    the files their -x variables name are written on every host."""
+    job = inputs.job
+    layout, custom = job.layout, job.config.settings.custom_mpi_options
+    if layout.role != "master":
+        return HostPlan(custom_mpi_options=custom)
+    return HostPlan(mpirun_command(layout.hosts, job.facts.hostname, layout.processes_per_host,
+                                   rank_cores(job).per_process, layout.interface, inputs.run_dir, custom, job.base_env,
+                                   inputs.env, inputs.rank_argv), custom_mpi_options=custom)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Environment rules of MPI jobs (after env_rules.RULES in the start log)
 
@@ -125,16 +138,12 @@ def rank_cores(job: PlanInputs) -> CoreShare:
 
 def omp_threads_per_rank(job: PlanInputs) -> list[Setting]:
     """One OpenMP thread per core a rank gets: more threads than cores spin in libgomp's waits."""
-    if not job.layout.use_mpi:
-        return []
     share = rank_cores(job)
     return [Setting("OMP_NUM_THREADS", str(share.per_process), share.why)]
 
 
 def mpi_yield_when_idle(job: PlanInputs) -> list[str]:
     """The note for mpirun's mpi_yield_when_idle (yields_when_idle decides it)."""
-    if not job.layout.use_mpi:
-        return []
     share = rank_cores(job)
     if not yields_when_idle(share.per_process, job.config.settings.custom_mpi_options, job.base_env):
         return []
@@ -143,7 +152,7 @@ def mpi_yield_when_idle(job: PlanInputs) -> list[str]:
 
 
 def nccl_socket_interface(job: PlanInputs) -> list[Setting]:
-    if not job.layout.use_mpi or not job.layout.interface:
+    if not job.layout.interface:
         return []
     return [Setting("NCCL_SOCKET_IFNAME", job.layout.interface, "the cluster interface")]
 
@@ -164,7 +173,7 @@ NCCL_100G_SOCKET_DEFAULTS = {"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD
 
 def nccl_sockets_on_100g(job: PlanInputs) -> list[Setting]:
     instance_type = job.config.resource.current_instance_type
-    if not job.layout.use_mpi or instance_type not in NCCL_100G_INSTANCE_TYPES:
+    if instance_type not in NCCL_100G_INSTANCE_TYPES:
         return []
     why = f"NCCL sockets on {instance_type}'s 100+ Gbps network (NCCL's documentation; no EFA plugin in this image)"
     return [Setting(name, value, why) for name, value in NCCL_100G_SOCKET_DEFAULTS.items()]

@@ -1,4 +1,4 @@
-"""backends/mpi.py: the master's mpirun command as data (-mca parameters, exported variables, the user's options)
+"""mpirun.py: the master's mpirun command as data (-mca parameters, exported variables, the user's options)
 and the environment rules of MPI jobs."""
 
 import dataclasses
@@ -6,8 +6,7 @@ import shlex
 
 import pytest
 from rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
-from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
-from sagemaker_mxnet_horovod.plan.backends.mpi import (
+from sagemaker_mxnet_horovod.backends.mpi.mpirun import (
     build_mpirun_command,
     exported_names,
     mpi_params,
@@ -20,8 +19,9 @@ from sagemaker_mxnet_horovod.plan.backends.mpi import (
     user_sets_mca,
     yields_when_idle,
 )
+from sagemaker_mxnet_horovod.backends.registry import plan_job
+from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.plan.env_rules import Setting, apply_rules
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan
 
 RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
 BASE = [("pml", "ob1"), ("btl", "^openib,ofi"), ("btl_vader_single_copy_mechanism", "none"),
@@ -155,9 +155,12 @@ def test_a_users_omp_num_threads_wins_over_the_shared_count():
                                  "hosts on this machine))"])
 
 
-def test_no_omp_threads_for_a_single_process():
-    assert omp_threads_per_rank(job(facts=CPU16)) == []  # MXNet's own default: every core
-    assert omp_threads_per_rank(job(facts=CPU16, instance_type="local")) == []
+def test_a_single_process_has_none_of_mpis_rules():
+    # MXNet's own default for its threads, every core; no yielding, no NCCL interface: the rules are MPI's only.
+    for single in (job(facts=CPU16), job(facts=CPU16, instance_type="local")):
+        planned = plan_job(single.config, single.facts, {})
+        assert planned.backend == "single" and not {"OMP_NUM_THREADS", "NCCL_SOCKET_IFNAME"} & set(planned.env)
+        assert not any("mpi_yield_when_idle" in note for note in planned.notes)
 
 
 @pytest.mark.parametrize("facts,per_host,noted", [
@@ -186,20 +189,18 @@ def test_mpi_yield_when_idle_counts_the_hosts_sharing_the_machine(instance_type,
 @pytest.mark.parametrize("instance_type,yields", [("local", True), ("ml.c5.4xlarge", False)])
 def test_the_masters_mpirun_yields_by_the_same_count(instance_type, yields):
     facts = dataclasses.replace(CPU16, hostname="c0ffee")
-    planned = make_plan(two_hosts(facts=facts, instance_type=instance_type,
+    planned = plan_job(two_hosts(facts=facts, instance_type=instance_type,
                                   sagemaker_mpi_num_of_processes_per_host="2").config, facts, {})
     assert (("mpi_yield_when_idle", "1") in mca(planned.command)) == yields
 
 
-def test_mpi_yield_when_idle_no_note_without_mpi_or_when_the_user_chose():
-    assert mpi_yield_when_idle(job()) == []
+def test_mpi_yield_when_idle_no_note_when_the_user_chose():
     assert mpi_yield_when_idle(two_hosts(env={"OMPI_MCA_mpi_yield_when_idle": "0"})) == []
     assert mpi_yield_when_idle(two_hosts(sagemaker_mpi_custom_mpi_options="--mca mpi_yield_when_idle 0")) == []
 
 
 def test_nccl_socket_interface_follows_the_cluster_interface_under_mpi():
     assert nccl_socket_interface(two_hosts()) == [Setting("NCCL_SOCKET_IFNAME", "eth0", "the cluster interface")]
-    assert nccl_socket_interface(job()) == []
     assert nccl_socket_interface(job(facts=HostFacts(cpu_count=2), sagemaker_mpi_num_of_processes_per_host="2")) == []
 
 
@@ -210,8 +211,9 @@ def test_nccl_sockets_on_100g_hosts(instance_type):
     assert settings(effects) == {"NCCL_SOCKET_NTHREADS": "4", "NCCL_NSOCKS_PERTHREAD": "8"}
     assert int(effects[0].value) * int(effects[1].value) <= 64  # NCCL's cap on threads x sockets
     assert instance_type in effects[0].why and "no EFA plugin" in effects[0].why
-    assert nccl_sockets_on_100g(job(facts=GPU8, instance_type=instance_type, sagemaker_mpi_enabled="false",
-                                    sagemaker_mpi_num_of_processes_per_host="1")) == []
+    single = job(facts=GPU8, instance_type=instance_type, sagemaker_mpi_enabled="false",
+                 sagemaker_mpi_num_of_processes_per_host="1")
+    assert not {"NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"} & set(plan_job(single.config, single.facts, {}).env)
 
 
 @pytest.mark.parametrize("instance_type", ["ml.p3.16xlarge", "ml.g5.12xlarge", "ml.g4dn.12xlarge", "ml.c5n.18xlarge",

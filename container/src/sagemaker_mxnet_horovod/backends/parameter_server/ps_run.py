@@ -3,10 +3,10 @@ others), start this host's own processes (the plan's scheduler, servers and work
 verdict, end what still runs, and end as the job ended. No mpirun and no ssh: every host starts its own.
 
 ps-lite has no failure detection (a process that ends leaves the others waiting for it forever), so the
-launcher is the job's: every host watches its processes (diagnose/roles.HostWatch) and reports to the master,
-which decides (diagnose/roles.JobWatch) and tells every host. Every event (a process's exit, a signal, a host's
-report, the master's verdict) reaches one loop through one queue, so each decision is taken in one place, and
-every wait in it has a deadline.
+launcher is the job's: every host watches its processes (roles.HostWatch) and reports to the master, which decides
+(roles.JobWatch) and tells every host. Every event (a process's exit, a stop, a host's report, the master's
+verdict) reaches one loop through one queue, each kind to its own handler, so each decision is taken in one place,
+and every wait in it has a deadline. The master's own reports take the path the other hosts' take.
 
 As on the MPI path: each process's output goes to its own log in output/data/logs/ (a worker's console lines only
 for mpi_console_ranks); a process SIGKILLed while this host's OOM killer counted a kill is named as out of memory,
@@ -21,6 +21,7 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act import stacks
@@ -32,9 +33,16 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
     check_in_without_ssh,
 )
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
-from sagemaker_mxnet_horovod.act.process_group import OUTPUT_DRAIN_S, ProcessExit, ProcessGroup, ProcessLogs
 from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
-from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError, StopRequested
+from sagemaker_mxnet_horovod.backends.parameter_server.process_group import (
+    OUTPUT_DRAIN_S,
+    ProcessExit,
+    ProcessGroup,
+    ProcessLogs,
+)
+from sagemaker_mxnet_horovod.backends.parameter_server.roles import HostWatch, JobWatch, Verdict
+from sagemaker_mxnet_horovod.core import stop
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, STOP_GRACE_S, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
@@ -49,26 +57,26 @@ from sagemaker_mxnet_horovod.diagnose.host_report import (
     report_now,
 )
 from sagemaker_mxnet_horovod.diagnose.memory import oom_during, read_memory
-from sagemaker_mxnet_horovod.diagnose.roles import HostWatch, JobWatch, Verdict
 
 END_GRACE_S = 10.0  # once the verdict is known, how long the processes still running get after SIGTERM
 TICK_S = 1.0  # the loop's longest wait without an event
 
 
 class ParameterServerRun:
-    def __init__(self, plan: Plan, env: dict, bind_address: str, failure_file: Path):
+    def __init__(self, plan: Plan, env: Mapping[str, str], bind_address: str, failure_file: Path):
         self.plan, self.bind_address, self.failure_file = plan, bind_address, failure_file
         self.host, self.is_master = plan.current_host, plan.role == "master"
         self.events: queue.SimpleQueue = queue.SimpleQueue()  # put() is safe in a signal handler
         self.crash_log = CrashLog()
         self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
-        self.output = Path(plan.output_data_dir) if plan.output_data_dir else None
+        output = Path(plan.output_data_dir) if plan.output_data_dir else None
         self.group = ProcessGroup(plan.processes, env, cwd=plan.processes[0].cwd if plan.processes else None,
                                   stderr_observers=(self.crash_log.observe, self.watch_returned),
                                   on_exit=lambda ended: self.events.put(("exit", ended)),
-                                  logs=ProcessLogs(self.output / "logs", self.host, plan.processes) if self.output
-                                  else None, console_ranks=plan.console_ranks)
-        self.stacks_lock = threading.Lock()  # one dump at a time
+                                  logs=ProcessLogs(output / "logs", self.host, plan.processes) if output else None,
+                                  console_ranks=plan.console_ranks)
+        self.stacks = stacks.JobDumps(plan.run_dir, plan.output_data_dir, self.host, plan.workers,
+                                      lambda: self.master.ask_workers if self.master else None, REPORT_TIMEOUT_S)
         self.watch = HostWatch(self.host, [p.name for p in plan.processes if p.role == "worker"])
         self.job = JobWatch(plan.hosts, STOP_GRACE_S + END_GRACE_S) if self.is_master else None
         self.master: Master | None = None
@@ -78,6 +86,12 @@ class ParameterServerRun:
         self.reported: set[str] = set()
         self.verdict: Verdict | None = None
         self.master_user_failure: str | None = None
+        # Each event of the loop, and each report of a host's (on the master), to its handler.
+        self.handlers = {"exit": self.process_ended, "returned": self.worker_returned, "signal": self.stop_here,
+                         "stop": self.stop_from_master, "report": self.host_reported, "lost": self.host_lost,
+                         "verdict": self.master_decided}
+        self.reports = {"failed": self.host_failed, "workers_finished": self.host_workers_finished,
+                        "workers_ended": self.host_workers_ended, "stopped": self.host_stopped}
 
     def run(self) -> Outcome:
         failure = self.gather()
@@ -100,7 +114,7 @@ class ParameterServerRun:
                                      deadline)
                 self.master.on_report = lambda host, message: self.events.put(("report", host, message))
                 self.master.on_worker_lost = lambda host, how: self.events.put(("lost", host, how))
-                self.master.on_stacks_wanted = self.dump_stacks_later
+                self.master.on_stacks_wanted = self.stacks.dump_later
                 self.master.gather(None)
             elif not self.is_master:
                 connection = check_in_without_ssh(plan.master_host, plan.handshake_port, self.host, deadline,
@@ -111,10 +125,11 @@ class ParameterServerRun:
                                              reports_daemon=False, bye_on_done=False)
         except (ClusterError, OSError) as error:  # OSError: the master's end reset during the check-in
             return self.setup_failed(str(error))
-        except StopRequested as stop:
+        except StopRequested as stopped:
+            failure = stop.stopped(stopped.signum, "the job had not started", host=self.host)
             if self.master:
-                self.master.finish(EXIT_STOPPED, f"stopped by {stop} during cluster setup")
-            return Failure(f"stopped by {stop} before the job started", EXIT_STOPPED, host=self.host)
+                self.master.finish(failure.exit_code, failure.render())
+            return failure
         if plan.workers and self.is_master:
             log(f"{len(plan.workers)} host(s) checked in in {time.monotonic() - started:.2f} s")
         return None
@@ -127,13 +142,12 @@ class ParameterServerRun:
         return Failure(f"host {self.host}: {error}", host=self.host)
 
     def start(self) -> None:
-        """This host's processes, with SIGTERM and SIGINT turned into events of the loop; on other hosts the
-        session with the master runs beside them."""
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda number, _frame: self.events.put(("signal", number)))
+        """This host's processes, a stop turned into an event of the loop; on other hosts the session with the
+        master runs beside them."""
+        stop.listen(lambda signum: self.events.put(("signal", signum)))
         # Asked for stacks on another host: the master asks every host, this one included.
         stacks.serve_requests(self.plan.run_dir, self.session.diagnostics.stacks_wanted.put if self.session
-                              else self.dump_stacks, log)
+                              else self.stacks.dump, log)
         if self.session:
             threading.Thread(target=self.follow_master, daemon=True).start()
         self.started = time.monotonic()
@@ -161,9 +175,10 @@ class ParameterServerRun:
             if self.verdict is not None:
                 return self.verdict
             try:
-                self.handle(self.events.get(timeout=self.wait_s(now)))
+                kind, *args = self.events.get(timeout=self.wait_s(now))
             except queue.Empty:
-                pass
+                continue
+            self.handlers[kind](*args, now=time.monotonic())
 
     def release(self, verdict: Verdict) -> Outcome:
         """End what still runs on this host; the master tells every host first, then waits for their byes."""
@@ -211,24 +226,6 @@ class ParameterServerRun:
     # -----------------------------------------------------------------------------------------------------
     # Events
 
-    def handle(self, event: tuple) -> None:
-        kind, *args = event
-        now = time.monotonic()
-        if kind == "exit":
-            self.process_ended(args[0], now)
-        elif kind == "returned":
-            self.watch.worker_returned(self.plan.processes[args[0]].name, now)
-        elif kind == "signal":
-            self.stop(args[0], now, by_this_host=True)
-        elif kind == "stop":
-            self.stop(args[0], now, by_this_host=False)
-        elif kind == "report":
-            self.host_reported(args[0], args[1], now)
-        elif kind == "lost":
-            self.job.host_failed(Failure(f"host {args[0]} {args[1]}", host=args[0]))
-        elif kind == "verdict":
-            self.master_decided(args[0])
-
     def process_ended(self, ended: ProcessExit, now: float) -> None:
         """Named by how it ended and its error; by what it died of when this host knows better: the OOM killer's kill,
         else a full /dev/shm (shm.py)."""
@@ -243,11 +240,21 @@ class ParameterServerRun:
         self.watch.process_ended(ended.name, ended.role, ended.returncode, ended.tail, now,
                                  self.crash_log.crash(ended.index), cause)
 
+    def worker_returned(self, index: int, now: float) -> None:
+        self.watch.worker_returned(self.plan.processes[index].name, now)
+
+    def stop_here(self, signum: int, now: float) -> None:
+        """This host was stopped (core/stop.py hands each signal once)."""
+        self.stop(signum, now, by_this_host=True)
+
+    def stop_from_master(self, signum: int, now: float) -> None:
+        self.stop(signum, now, by_this_host=False)
+
     def stop(self, signum: int, now: float, by_this_host: bool) -> None:
         """A stop (SageMaker's, or a spot interruption): the workers get the signal to checkpoint while the
         servers still serve them; the master stops every host; the verdict follows once the workers have ended."""
         if self.stopped_at is not None:
-            return  # SageMaker and compose may both send SIGTERM: one stop is enough
+            return  # every host is stopped at once: the first stop, of this host's or another's, is the one
         self.stopped_at, self.watch.stopping = now, True
         self.stop_requested.set()
         log(f"received {signal.Signals(signum).name}; stopping the workers (killing them if still running after "
@@ -261,18 +268,29 @@ class ParameterServerRun:
             self.session.connection.send_quietly({"type": "stopped", "signal": int(signum)})
 
     def host_reported(self, host: str, message: dict, now: float) -> None:
-        kind = message.get("type")
-        if kind == "failed":
-            self.job.host_failed(Failure(str(message.get("failure") or f"a process on {host} failed"),
-                                         int(message.get("exit_code") or EXIT_FAILED), host=host))
-        elif kind == "workers_finished":
-            self.job.workers_finished(host, now)
-        elif kind == "workers_ended":
-            self.job.workers_ended(host, bool(message.get("succeeded")), now)
-        elif kind == "stopped":
-            self.stop(int(message.get("signal") or signal.SIGTERM), now, by_this_host=False)
+        """A host's report on its processes (the master's own too, with the Failure itself as its record)."""
+        handler = self.reports.get(message.get("type"))
+        if handler:
+            handler(host, message, now)
 
-    def master_decided(self, outcome) -> None:
+    def host_failed(self, host: str, message: dict, now: float) -> None:
+        self.job.host_failed(message.get("record") or Failure(
+            str(message.get("failure") or f"a process on {host} failed"), int(message.get("exit_code") or EXIT_FAILED),
+            host=host))
+
+    def host_workers_finished(self, host: str, message: dict, now: float) -> None:
+        self.job.workers_finished(host, now)
+
+    def host_workers_ended(self, host: str, message: dict, now: float) -> None:
+        self.job.workers_ended(host, bool(message.get("succeeded")), now)
+
+    def host_stopped(self, host: str, message: dict, now: float) -> None:
+        self.stop(int(message.get("signal") or signal.SIGTERM), now, by_this_host=False)
+
+    def host_lost(self, host: str, how: str, now: float) -> None:
+        self.job.host_failed(Failure(f"host {host} {how}", host=host))
+
+    def master_decided(self, outcome: WorkerOutcome, now: float) -> None:
         """The master's verdict, or the session's end without one (the master lost, or silent too long)."""
         self.master_user_failure = outcome.master_user_failure
         if outcome.exit_code == 0:
@@ -281,13 +299,13 @@ class ParameterServerRun:
             self.verdict = Verdict(Failure(f"host {self.host}: {outcome.failure}", outcome.exit_code, host=self.host))
 
     # -----------------------------------------------------------------------------------------------------
-    # This host's watch, reported to the master (or, on the master, to the job's watch)
+    # This host's watch, reported to the master (the master's own, to itself)
 
     def report(self, now: float) -> None:
         failure = self.watch.check(now)
         if failure is not None and "failed" not in self.reported:
             self.reported.add("failed")
-            self.send({"type": "failed", "failure": failure.render(), "exit_code": failure.exit_code}, failure=failure)
+            self.send({"type": "failed", "failure": failure.render(), "exit_code": failure.exit_code}, failure)
         if self.watch.workers_finished and "workers_finished" not in self.reported:
             self.reported.add("workers_finished")
             self.send({"type": "workers_finished"})
@@ -300,13 +318,7 @@ class ParameterServerRun:
 
     def send(self, message: dict, failure: Failure | None = None) -> None:
         if self.job:
-            now = time.monotonic()
-            if failure is not None:
-                self.job.host_failed(failure)
-            elif message["type"] == "workers_finished":
-                self.job.workers_finished(self.host, now)
-            elif message["type"] == "workers_ended":
-                self.job.workers_ended(self.host, message["succeeded"], now)
+            self.host_reported(self.host, {**message, "record": failure}, time.monotonic())
         else:
             self.session.connection.send_quietly(message)
 
@@ -316,25 +328,6 @@ class ParameterServerRun:
             deadlines.append(self.stopped_at + STOP_GRACE_S)
         return max(0.01, min([TICK_S, *(d - now for d in deadlines)]))
 
-    # -----------------------------------------------------------------------------------------------------
-    # Every worker's stacks (stacks.py)
-
-    def dump_stacks(self, reason: str) -> None:
-        """On the master: every host's, into the log and output/data/stacks/<dump>/."""
-        if self.output is None:
-            return
-        with self.stacks_lock:
-            stacks.dump_job(self.plan.run_dir, self.output / "stacks", self.host, self.plan.workers,
-                            self.master.ask_workers if self.master else None, reason, log, REPORT_TIMEOUT_S)
-
-    def dump_stacks_later(self, reason: str) -> None:
-        """From the cluster's thread, which must go on reading the hosts' messages."""
-        threading.Thread(target=self.dump_stacks, args=(reason,), name="stacks", daemon=True).start()
-
     def local_stacks(self, dump: str, reason: str) -> dict[int, str]:
-        """On another host, when the master asks: this host's workers', into its log and output/data/stacks/."""
-        dump = dump if stacks.is_dump_name(dump) else stacks.dump_name(reason)
-        found = stacks.collect_local(self.plan.run_dir, dump)
-        if self.output is not None:
-            stacks.write_dump(self.output / "stacks", dump, {self.host: found}, reason, log)
-        return found
+        """On another host, when the master asks: this host's workers' stacks, into its log and output/data/stacks/."""
+        return stacks.dump_host(self.plan.run_dir, self.plan.output_data_dir, self.host, reason, dump)

@@ -8,18 +8,18 @@ before the workers exit); a worker that finishes (its script returns, which rank
 exits 0) while another still trains long after (workers finish together: ps-lite's barrier at exit holds each
 until all arrive, and the one still training waits for the finished one's gradients).
 
-Two pure watches, fed by act/ps_run.py with `now` (time.monotonic()): HostWatch on every host, over its own
+Two pure watches, fed by ps_run.py with `now` (time.monotonic()): HostWatch on every host, over its own
 processes' exits; JobWatch on the master, over what every host reports, which decides the job's verdict.
 """
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, EXIT_STOPPED
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED
 from sagemaker_mxnet_horovod.core.failure import Failure, exit_status
+from sagemaker_mxnet_horovod.core.stop import stopped
 from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
 from sagemaker_mxnet_horovod.diagnose.ranks import process_failure
 
@@ -53,11 +53,10 @@ def left_early(finished: str, waiting: str, host: str) -> Failure:
                    "ended early)", host=host)
 
 
-def stopped(signum: int, unfinished: Sequence[str]) -> Failure:
-    how = ("every worker had ended" if not unfinished
-           else f"workers on {', '.join(unfinished)} had not ended within the grace period and were killed")
-    return Failure(f"stopped by {signal.Signals(signum).name} (SageMaker stop or spot interruption); {how}",
-                   EXIT_STOPPED, signal_number=signum)
+def stopped_job(signum: int, unfinished: Sequence[str]) -> Failure:
+    """The job stopped, as the stop path says it (core/stop.py), with how its workers ended."""
+    return stopped(signum, "every worker had ended" if not unfinished
+                   else f"workers on {', '.join(unfinished)} had not ended within the grace period and were killed")
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class JobWatch:
         if self.stop:
             signum, at = self.stop
             unfinished = [host for host in self.hosts if host not in self.ended]
-            return Verdict(stopped(signum, unfinished)) if not unfinished or now > at + self.stop_grace_s else None
+            return Verdict(stopped_job(signum, unfinished)) if not unfinished or now > at + self.stop_grace_s else None
         if self.failure:
             return Verdict(self.failure)
         if len(self.succeeded) == len(self.hosts):

@@ -8,7 +8,11 @@ import sys
 import threading
 import time
 
-from sagemaker_mxnet_horovod.act.process_group import EXIT_CODE_NOT_STARTED, TAIL_LINES, ProcessGroup
+from sagemaker_mxnet_horovod.backends.parameter_server.process_group import (
+    EXIT_CODE_NOT_STARTED,
+    TAIL_LINES,
+    ProcessGroup,
+)
 from sagemaker_mxnet_horovod.core.plan import LocalProcess
 
 # Says it is ready (its SIGTERM handler, if any, installed), then sleeps.

@@ -1,9 +1,9 @@
-"""backends/parameter_server.py: every host's own processes as data (scheduler on the first host, the servers in
+"""placement.py: every host's own processes as data (scheduler on the first host, the servers in
 turn over the hosts, the workers numbered host by host) and the DMLC_* variables of parameter-server jobs."""
 
 import pytest
 from rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
-from sagemaker_mxnet_horovod.plan.backends.parameter_server import (
+from sagemaker_mxnet_horovod.backends.parameter_server.placement import (
     RULES,
     describe_roles,
     local_processes,

@@ -1,17 +1,19 @@
-"""The parameter-server backend: MXNet's own distribution (kvstore dist_sync, dist_device_sync, dist_async), as
-AWS's MXNet toolkit ran it for SDK v2's distribution={'parameter_server': {'enabled': True}}.
-
-Every host starts its own processes, no mpirun and no ssh: the scheduler on the job's first host, this host's
-servers, and its workers, which run the program through rank_env as every rank does. They are the plan's data
-(`local_processes`: each one's name, role, command and role variables); the DMLC_* variables they share are the
-backend's rules, each with its reason. act/ps_run.py runs them and the cluster coordinates the hosts.
+"""The parameter-server backend's plan: where the job's roles run. Every host starts its own processes, no mpirun
+and no ssh: the scheduler on the job's first host, this host's servers, and its workers, which run the program
+through rank_env as every rank does. They are the plan's data (`local_processes`: each one's name, role, command
+and role variables); the DMLC_* variables they share are the backend's rules, each with its reason. ps_run.py runs
+them and the cluster coordinates the hosts.
 """
 
 from __future__ import annotations
 
+import shlex
+
 from sagemaker_mxnet_horovod.core.plan import LocalProcess
+from sagemaker_mxnet_horovod.plan.backend import HostInputs, HostPlan
 from sagemaker_mxnet_horovod.plan.cores import core_share
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
+from sagemaker_mxnet_horovod.plan.job_plan import console
 from sagemaker_mxnet_horovod.plan.layout import Layout
 
 # Importing mxnet with DMLC_ROLE=server or scheduler runs that role (mxnet/kvstore_server.py) until the workers
@@ -21,8 +23,6 @@ ROLE_PROGRAM = ("-c", "import mxnet")
 # The worker's place in the launcher's plan, for programs that need it before MXNet's kvstore gives them a rank
 # (ps-lite's own ranks follow the order in which the nodes reached the scheduler): rank, local rank, local size.
 WORKER_RANK, LOCAL_WORKER_RANK, LOCAL_WORKERS = "SMMH_WORKER_RANK", "SMMH_LOCAL_WORKER_RANK", "SMMH_LOCAL_WORKERS"
-
-
 
 
 def server_count(layout: Layout, requested: int | None) -> int:
@@ -62,6 +62,22 @@ def describe_roles(layout: Layout, servers: int) -> str:
     workers = layout.processes_per_host * len(layout.hosts)
     return (f"parameter server: scheduler on {layout.master_host}; {servers} server{'s' if servers != 1 else ''} "
             f"({where}); {workers} worker{'s' if workers != 1 else ''} ({layout.processes_per_host} per host)")
+
+
+def host_plan(inputs: HostInputs) -> HostPlan:
+    """This host's own processes, and the start log's lines about them: where the job's roles run, each process
+    of this host (its role's variables and its command), where their logs go."""
+    job = inputs.job
+    layout, settings = job.layout, job.config.settings
+    servers = server_count(layout, settings.parameter_server_num_servers)
+    processes = local_processes(layout, servers, inputs.python, inputs.rank_argv, str(job.config.paths.code_dir))
+    lines = [describe_roles(layout, servers)]
+    for process in processes:
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in process.env.items())
+        lines.append(f"process {process.name}: {variables} {shlex.join(process.argv)}")
+    lines.append(f"process logs: {job.config.paths.output_data_dir}/logs/<host>-rank-<worker>.log (a server's, the "
+                 f"scheduler's: <host>-server-<n>.log, <host>-scheduler.log); console: {console(settings.console_ranks)}")
+    return HostPlan(processes=processes, lines=tuple(lines))
 
 
 # ---------------------------------------------------------------------------------------------------------

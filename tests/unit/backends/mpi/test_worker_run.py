@@ -8,7 +8,7 @@ import time
 
 import pytest
 from plan_cases import config, plan
-from sagemaker_mxnet_horovod.act.worker_run import run_worker
+from sagemaker_mxnet_horovod.backends.mpi.worker_run import run_worker
 from sagemaker_mxnet_horovod.parse.paths import Paths
 
 pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers

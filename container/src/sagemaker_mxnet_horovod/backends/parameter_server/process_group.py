@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
+from sagemaker_mxnet_horovod.backends.parameter_server.placement import WORKER_RANK
 from sagemaker_mxnet_horovod.core.plan import LocalProcess
-from sagemaker_mxnet_horovod.plan.backends.parameter_server import WORKER_RANK
 
 TAIL_LINES = 20
 # After a process exits, how long its output may still take to arrive (a child it started can hold its pipes).

@@ -17,10 +17,10 @@ import pytest
 import unit_paths
 from plan_cases import config, plan
 from sagemaker_mxnet_horovod import __version__
-from sagemaker_mxnet_horovod.act import ps_run
-from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
+from sagemaker_mxnet_horovod.backends.parameter_server import ps_run, roles
+from sagemaker_mxnet_horovod.backends.parameter_server.ps_run import ParameterServerRun
 from sagemaker_mxnet_horovod.core.plan import LocalProcess
-from sagemaker_mxnet_horovod.diagnose import host_report, roles
+from sagemaker_mxnet_horovod.diagnose import host_report
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from stacks_request import ask_for_stacks_then_release

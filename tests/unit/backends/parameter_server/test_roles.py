@@ -5,14 +5,14 @@ server or scheduler that ends before the workers, a worker that leaves the other
 import signal
 
 import pytest
-from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
-from sagemaker_mxnet_horovod.diagnose.roles import (
+from sagemaker_mxnet_horovod.backends.parameter_server.roles import (
     WORKERS_FINISH_TOGETHER_S,
     HostWatch,
     JobWatch,
     Verdict,
     role_failure,
 )
+from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
 
 LATER = WORKERS_FINISH_TOGETHER_S + 1
 TAIL = ("Traceback (most recent call last):", "ValueError: rank 1 was asked to fail")
