@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 import unit_paths
 from sagemaker_mxnet_horovod.backends.registry import plan_job
+from sagemaker_mxnet_horovod.compat.debugger import read_configs
 from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
+from sagemaker_mxnet_horovod.parse.training_config import load_training_config, parse_training_config
 from sagemaker_mxnet_horovod.plan.job_plan import describe
 
 PATHS = Paths(Path("/opt/ml"))
@@ -287,6 +288,24 @@ def test_toolkit_compatible_sm_environment():
     assert json.loads(env["SM_INPUT_DATA_CONFIG"])["train"]["TrainingInputMode"] == "Pipe"
     training_env = json.loads(env["SM_TRAINING_ENV"])
     assert training_env["current_host"] == "algo-1" and training_env["hosts"] == ["algo-1", "algo-2"]
+
+
+def test_a_debugger_or_profiler_configuration_is_a_note_and_a_broken_one_no_error(tmp_path):
+    config_dir = tmp_path / "input" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
+    (config_dir / "hyperparameters.json").write_text(json.dumps({"sagemaker_program": "mnist"}))
+    (config_dir / "debughookconfig.json").write_text(json.dumps({"S3OutputPath": "s3://b/job/debug-output"}))
+    (config_dir / "profilerconfig.json").write_text("{cut short")
+    env = {"SAGEMAKER_BASE_DIR": str(tmp_path)}
+    notes = plan(load_training_config(env, ENTRYPOINTS, read_configs(config_dir))).notes
+    assert notes[0].startswith("SageMaker Debugger hook configuration found (debughookconfig.json, S3OutputPath "
+                               "s3://b/job/debug-output): this image has no smdebug")
+    assert notes[1].startswith("SageMaker Profiler: profilerconfig.json cannot be read (")
+    (config_dir / "debughookconfig.json").unlink()
+    (config_dir / "profilerconfig.json").unlink()
+    notes = plan(load_training_config(env, ENTRYPOINTS, read_configs(config_dir))).notes
+    assert not any(note.startswith(("SageMaker Debugger", "SageMaker Profiler")) for note in notes)
 
 
 def test_describe_lists_role_hosts_command_and_notes():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 
+from sagemaker_mxnet_horovod.compat import debugger
 from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
@@ -69,7 +70,8 @@ def make_plan(
         peer_timeout_s=config.settings.peer_timeout_s,
         handshake_port=config.settings.handshake_port,
         run_dir=run_dir,
-        notes=(*config.warnings, *layout.notes, *rule_notes, *(warning(stray, config.paths) for stray in strays)),
+        notes=(*config.warnings, *debugger.notes(config.debugger_configs), *layout.notes, *rule_notes,
+               *(warning(stray, config.paths) for stray in strays)),
         role_reason=layout.outside_reason,
         stray_outputs=tuple(strays),
         processes=host.processes,
