@@ -60,7 +60,7 @@ def test_distribution_hosts_master_and_role_match_the_toolkit(groups, distributi
         assert config.resource.master_host == toolkit.master_hostname, where
         assert config.resource.is_master == toolkit.is_master, where
         toolkit_runs_mpi = toolkit.current_instance_group in toolkit.distribution_instance_groups
-        assert plan.use_mpi == toolkit_runs_mpi, where
+        assert (plan.backend == "mpi") == toolkit_runs_mpi, where
         if toolkit_runs_mpi:
             assert plan.role == ("master" if toolkit.is_master else "worker"), where
             assert plan.master_host == toolkit.master_hostname, where
