@@ -3,7 +3,7 @@
 
 import pytest
 from rule_cases import GPU8, job, settings, two_hosts
-from sagemaker_mxnet_horovod.exits import PlanError
+from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.plan.env_rules import (
     RULES,
