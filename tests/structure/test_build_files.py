@@ -27,6 +27,7 @@ ARG_TO_DIST = {
     "MPI4PY_VERSION": "mpi4py",
     "TENSORBOARDX_VERSION": "tensorboardx",
     "HOROVOD_VERSION": "horovod",
+    "SMDEBUG_VERSION": "smdebug",
 }
 
 

@@ -61,8 +61,9 @@ def test_a_debugger_or_profiler_configuration_is_a_note_and_a_broken_one_no_erro
                  raw={"debughookconfig": json.dumps({"S3OutputPath": "s3://b/job/debug-output"}),
                       "profilerconfig": "{cut short"})
     warnings = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS).warnings
-    assert warnings[0].startswith("SageMaker Debugger hook configuration found (debughookconfig.json, S3OutputPath "
-                                  "s3://b/job/debug-output): this image has no smdebug")
+    assert warnings[0].startswith("SageMaker Debugger hook configuration (debughookconfig.json): collections losses "
+                                  "(smdebug's default); every 500 steps; saved by rank 0 (include_workers one) to "
+                                  "/opt/ml/output/tensors, which SageMaker uploads to s3://b/job/debug-output.")
     assert warnings[1].startswith("SageMaker Profiler: profilerconfig.json cannot be read (")
     (tmp_path / "input" / "config" / "debughookconfig.json").unlink()
     (tmp_path / "input" / "config" / "profilerconfig.json").unlink()
