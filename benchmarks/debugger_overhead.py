@@ -11,7 +11,8 @@ each round so that a change in the machine's load hits all alike:
   weights+grads every 10 the weights, gradients and losses collections every 10 steps
 
 Per configuration: the median time per step of the steady epoch (the last, from metrics.json), its ratio to no
-Debugger, and what each wrote under /opt/ml/output/tensors and /opt/ml/output/profiler (files, MiB, directories).
+Debugger, and what each wrote under /opt/ml/output/tensors and /opt/ml/output/profiler (files, MiB, steps;
+"-": not even the directory).
 
   python3 benchmarks/debugger_overhead.py [--image sagemaker-mxnet-horovod:cpu] [--train 12000] [--epochs 2]
       [--repeat 3]
@@ -58,8 +59,8 @@ def written(directory: Path) -> str:
         return "-"
     files = [p for p in directory.rglob("*") if p.is_file()]
     mib = sum(p.stat().st_size for p in files) / 2**20
-    dirs = sorted({str(p.parent.relative_to(directory)) for p in files})
-    return f"{len(files)} files, {mib:.2f} MiB ({', '.join(dirs)})" if files else "nothing"
+    steps = {p.parent.name for p in files if p.parent.parent.name == "events"}
+    return f"{len(files)} files, {mib:.2f} MiB, {len(steps)} steps" if files else "nothing"
 
 
 def run(image: str, data: Path, workdir: Path, config_files: dict, epochs: int) -> tuple[float, str, str]:
