@@ -16,20 +16,13 @@ warning says why). Calls outside training steps (a forward to infer shapes, infe
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import os
 import sys
-import threading
 
-from sagemaker_mxnet_debugger.config import hook_config_path
-
+# Imported at every interpreter start of a job with a hook configuration (the .pth file): the standard library's
+# cheapest modules only; the rest when Gluon is imported (docs/debugger.md: what it costs).
 WHO = "zero-code-change"
 BLOCK_MODULE = "mxnet.gluon.block"
-
-
-class _State(threading.local):
-    depth = 0  # nesting of Block.__call__ in this thread: 0 outside any block
 
 
 class Registration:
@@ -40,7 +33,7 @@ class Registration:
         self.hook = None
         self.model = None
         self.losses = set()
-        self.nesting = _State()
+        self.nesting = None  # a threading.local: Block.__call__'s nesting in each thread (0 outside any block)
         self.gluon = None  # (autograd, Loss, ModeKeys), imported at the first top-level call: Gluon is complete then
 
     def stand_down(self):
@@ -93,35 +86,43 @@ def stand_down():
 
 
 def wrap_block_call(block_class, registration=REGISTRATION):
+    import threading
+
+    registration.nesting = threading.local()
+    registration.nesting.depth = 0
     original = block_class.__call__
 
     def __call__(self, *args, **kwargs):
         nesting = registration.nesting
-        if nesting.depth == 0 and registration.active:
+        depth = getattr(nesting, "depth", 0)  # 0 in a thread that has not called a block yet
+        if depth == 0 and registration.active:
             try:
                 registration.top_level_call(self)
             except Exception as error:  # noqa: BLE001 - a Debugger feature must never stop a training step
                 registration.stand_down()
                 sys.stderr.write(f"{WHO}: warning: SageMaker Debugger: registration failed, training goes on "
                                  f"without the hook ({type(error).__name__}: {error})\n")
-        nesting.depth += 1
+        nesting.depth = depth + 1
         try:
             return original(self, *args, **kwargs)
         finally:
-            nesting.depth -= 1
+            nesting.depth = depth
 
     __call__.__wrapped__ = original
     block_class.__call__ = __call__
 
 
-class _PatchAfterImport(importlib.abc.MetaPathFinder):
-    """Finds mxnet.gluon.block as the path finder would, and wraps Block.__call__ once that module has run."""
+class _PatchAfterImport:
+    """A meta path finder: finds mxnet.gluon.block as the path finder would, and wraps Block.__call__ once that
+    module has run."""
 
     def find_spec(self, name, path, target=None):
         if name != BLOCK_MODULE:
             return None
+        from importlib.machinery import PathFinder
+
         sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        spec = PathFinder.find_spec(name, path, target)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module
@@ -138,7 +139,8 @@ def install(env=None):
     """Called by sagemaker_mxnet_debugger.pth at every interpreter start: arm the wrap when the job has a hook
     configuration (SMDEBUG_ZERO_CODE_CHANGE=0 turns it off)."""
     env = os.environ if env is None else env
-    if env.get("SMDEBUG_ZERO_CODE_CHANGE", "1") == "0" or not hook_config_path(env).exists():
+    path = env.get("SMDEBUG_CONFIG_FILE_PATH") or "/opt/ml/input/config/debughookconfig.json"  # config.py's
+    if env.get("SMDEBUG_ZERO_CODE_CHANGE", "1") == "0" or not os.path.exists(path):
         return
     if BLOCK_MODULE in sys.modules:
         wrap_block_call(sys.modules[BLOCK_MODULE].Block)
