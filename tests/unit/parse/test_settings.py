@@ -41,6 +41,15 @@ def test_launcher_knobs_are_consumed_and_typed():
     assert warnings == []
 
 
+def test_gradient_compression_is_a_choice_from_the_hyperparameter_or_the_environment():
+    assert parse_launcher_settings({}, {})[0].horovod_gradient_compression == "none"
+    assert parse_launcher_settings({}, {"HOROVOD_GRADIENT_COMPRESSION": "fp16"})[0].horovod_gradient_compression == "fp16"
+    assert parse_launcher_settings({"horovod_gradient_compression": "none"},
+                                   {"HOROVOD_GRADIENT_COMPRESSION": "fp16"})[0].horovod_gradient_compression == "none"
+    with pytest.raises(ConfigError, match="horovod_gradient_compression='bf16': choose one of none, fp16"):
+        parse_launcher_settings({"horovod_gradient_compression": "bf16"}, {})
+
+
 def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2

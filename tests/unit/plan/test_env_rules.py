@@ -99,6 +99,12 @@ def test_horovod_hyperparameters():
         "HOROVOD_FUSION_THRESHOLD": str(512 * 1024)}
 
 
+def test_gradient_compression_reaches_every_rank_and_none_sets_nothing():
+    assert settings(horovod_hyperparameters(job(horovod_gradient_compression="FP16"))) == {
+        "HOROVOD_GRADIENT_COMPRESSION": "fp16"}
+    assert horovod_hyperparameters(job(horovod_gradient_compression="none")) == []
+
+
 def test_hang_watch_from_the_hyperparameters():
     assert settings(hang_watch(job(horovod_stall_timeout_s="10", mpi_progress_timeout_s="300"))) == {
         "HOROVOD_STALL_CHECK_TIME_SECONDS": "5", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS": "10",

@@ -40,6 +40,16 @@ def at_least(parse: Callable[..., Any], minimum: float) -> Callable[[str, Any], 
     return lambda key, value: parse(key, value, minimum)
 
 
+GRADIENT_COMPRESSIONS = ("none", "fp16")  # Horovod's MXNet compressors
+
+
+def gradient_compression(key: str, value: Any) -> str:
+    choice = str(value).strip().lower()
+    if choice not in GRADIENT_COMPRESSIONS:
+        raise ConfigError(f"hyperparameter {key}={value!r}: choose one of {', '.join(GRADIENT_COMPRESSIONS)}")
+    return choice
+
+
 def mpi_options(key: str, value: Any) -> tuple[str, ...]:
     """Split as a shell would, quoting kept (`-x 'MSG=a b'` stays one argument)."""
     if not value:
@@ -109,6 +119,10 @@ class LauncherSettings:
                                                      "HOROVOD_FUSION_THRESHOLD; unset: Horovod's")
     horovod_cycle_time_ms: float | None = knob("horovod_cycle_time_ms", at_least(parse_float, 0), None,
                                                "HOROVOD_CYCLE_TIME; unset: Horovod's")
+    # Opt-in: on CPU hosts the casts cost more than the halved bytes save (docs/benchmarks.md, emulated links).
+    horovod_gradient_compression: str = knob(
+        "horovod_gradient_compression", gradient_compression, "none",
+        "what hvd.DistributedTrainer compresses gradients to where the script does not choose (fp16: half the bytes)")
     distribution_instance_groups: tuple[str, ...] | None = knob(
         "sagemaker_distribution_instance_groups", parse_instance_group_names, None,
         "the instance groups MPI spans; unset: the current host's group")

@@ -114,6 +114,12 @@ def horovod_hyperparameters(job: PlanInputs) -> list[Setting]:
                              "horovod_fusion_threshold_mb"))
     if settings.horovod_cycle_time_ms is not None:
         found.append(Setting("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", "horovod_cycle_time_ms"))
+    if settings.horovod_gradient_compression != "none":
+        # Read inside every rank by the image's sagemaker_mxnet_compression.pth; the knob already chose between
+        # the hyperparameter and this same variable in the environment.
+        found.append(Setting("HOROVOD_GRADIENT_COMPRESSION", settings.horovod_gradient_compression,
+                             "horovod_gradient_compression: hvd.DistributedTrainer without compression= compresses "
+                             "gradients for their allreduce", user_wins=False))
     return found
 
 
