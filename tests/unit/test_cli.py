@@ -118,7 +118,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     code, stdout, stderr = train(base, "--dry-run")
     assert code == 0, stderr
     assert "role: single" in stdout and f"program: train.py from {base / 'code'}" in stdout
-    assert "note: SageMaker Debugger hook configuration found (debughookconfig.json, S3OutputPath s3://b/debug)" in stdout
+    assert "note: SageMaker Debugger hook configuration (debughookconfig.json): collections losses" in stdout
     assert "sagemaker_mxnet_horovod.act.rank_env" in stdout
     assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]  # nothing written
     assert failure(base) == ["old reason"] and sorted(p.name for p in (base / "code").iterdir()) == ["train.py"]

@@ -299,8 +299,9 @@ def test_a_debugger_or_profiler_configuration_is_a_note_and_a_broken_one_no_erro
     (config_dir / "profilerconfig.json").write_text("{cut short")
     env = {"SAGEMAKER_BASE_DIR": str(tmp_path)}
     notes = plan(load_training_config(env, ENTRYPOINTS, read_configs(config_dir))).notes
-    assert notes[0].startswith("SageMaker Debugger hook configuration found (debughookconfig.json, S3OutputPath "
-                               "s3://b/job/debug-output): this image has no smdebug")
+    assert notes[0].startswith("SageMaker Debugger hook configuration (debughookconfig.json): collections losses "
+                               "(smdebug's default); every 500 steps; saved by rank 0 (include_workers one) to "
+                               "/opt/ml/output/tensors, which SageMaker uploads to s3://b/job/debug-output.")
     assert notes[1].startswith("SageMaker Profiler: profilerconfig.json cannot be read (")
     (config_dir / "debughookconfig.json").unlink()
     (config_dir / "profilerconfig.json").unlink()
