@@ -83,14 +83,17 @@ class Shaper:
 
 
 def run(workload, args, hosts: int, cpusets: dict, cpus: dict, hps: dict, env: dict, workdir: Path,
-        name: str, during=None) -> dict:
+        name: str, during=None, per_host: int = 1) -> dict:
+    hps = {**hps, "sagemaker_mpi_num_of_processes_per_host": str(per_host)} if per_host > 1 else hps
     spec = workload.spec(hosts, hps, env={"OMP_NUM_THREADS": "1", **env}, cpusets=cpusets, cpus=cpus, during=during)
-    return workload.read(run_job(spec, workdir), name, hosts)
+    return workload.read(run_job(spec, workdir), name, hosts * per_host)
 
 
 def run_alone(workload, args, workdir: Path) -> dict:
+    """One rank with one rank's CPU: a host's share of its core, split between the host's ranks."""
     cpusets, cpus = placement(args.hosts)
-    return run(workload, args, 1, {"algo-1": cpusets["algo-1"]}, {"algo-1": cpus["algo-1"]} if cpus else {}, {},
+    share = float(cpus.get("algo-1", 1)) / args.ranks_per_host
+    return run(workload, args, 1, {"algo-1": cpusets["algo-1"]}, {"algo-1": f"{share:g}"} if share < 1 else {}, {},
                {}, workdir, "alone")
 
 
@@ -115,7 +118,7 @@ def run_control(workload, args, workdir: Path) -> float:
 def run_linked(workload, args, rate_bps: float | None, hps: dict, env: dict, workdir: Path) -> dict:
     cpusets, cpus = placement(args.hosts)
     shaper = Shaper(args.hosts, rate_bps, args.queue_ms, args.flow_cap) if rate_bps else None
-    record = run(workload, args, args.hosts, cpusets, cpus, hps, env, workdir, "linked", shaper)
+    record = run(workload, args, args.hosts, cpusets, cpus, hps, env, workdir, "linked", shaper, args.ranks_per_host)
     if shaper and record["measured_from"] is not None and record["measured_from"] < shaper.shaped_at:
         raise workloads.JobFailed("the links were shaped only after the measured steps began: raise --warmup")
     return record
@@ -129,6 +132,8 @@ def main() -> int:
     parser.add_argument("--ratios", nargs="+", default=["unshaped", "0.24", "0.77"],
                         help="link ratios (a host's bytes per step / link rate / compute per step), or unshaped")
     parser.add_argument("--hosts", type=int, choices=[2, 4], default=2)
+    parser.add_argument("--ranks-per-host", type=int, default=1, help="ranks sharing each host's CPU (Horovod's "
+                        "hierarchical allreduce: the variant HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
     parser.add_argument("--variant", action="append", help="NAME:key=value,KEY=value (default: the defaults)")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--steps", type=int, default=24, help="probe: steps per run")
@@ -173,6 +178,7 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
     results.setdefault((name, "alone"), []).append(alone)
     one = alone["samples_per_s"]
     say(round_, name, "alone", f"{alone['step_s'] * 1000:7.1f} ms a step, {one:8.3f} samples/s")
+    ranks = args.hosts * args.ranks_per_host
     if args.control and name != "gpu-like":
         control = run_control(workload, args, workdir / "control")
         results.setdefault((name, "control"), []).append(control / (args.hosts * one))
@@ -188,7 +194,7 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
             except workloads.JobFailed as error:
                 say(round_, name, f"ratio {ratio or 'unshaped'} {variant}", f"FAILED: {str(error)[:800]}")
                 continue
-            efficiency = record["samples_per_s"] / (args.hosts * one)
+            efficiency = record["samples_per_s"] / (ranks * one)
             results.setdefault((name, ratio, variant), []).append(efficiency)
             say(round_, name, f"ratio {ratio or 'unshaped'} {variant}",
                 f"{record['step_s'] * 1000:7.1f} ms a step, {efficiency:.2f} of linear"
@@ -212,8 +218,9 @@ def say(round_: int, workload: str, what: str, text: str) -> None:
 
 
 def print_table(args, chosen: list, ratios: list, variants: list, results: dict) -> None:
-    print(f"\n{args.hosts} hosts x 1 rank ({'a core' if args.hosts == 2 else 'half a core'} each) against one rank "
-          f"alone, {args.repeat} round(s), medians (each round in brackets); link queue {args.queue_ms:g} ms"
+    print(f"\n{args.hosts} hosts x {args.ranks_per_host} rank(s) ({'a core' if args.hosts == 2 else 'half a core'} a "
+          f"host) against one rank alone with a rank's share, "
+          f"{args.repeat} round(s), medians (each round in brackets); link queue {args.queue_ms:g} ms"
           + (f", each connection capped at {args.flow_cap:g} of the link" if args.flow_cap else "") + "; "
           f"load at the end {load()}")
     print(f"{'workload':11s} {'link ratio':>10s} {'variant':30s} {'efficiency':>22s} {'overlap limit':>13s}")
