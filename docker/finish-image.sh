@@ -6,6 +6,10 @@
 #  1. The launcher (container/, stdlib-only) into /opt/venv: no index and no build isolation are needed,
 #     setuptools is already in the venv. Installed from the bind-mounted kit, so no source tree or build
 #     directory ends up in a layer.
+#     With it, sagemaker_mxnet_debugger.pth into site-packages: run at every interpreter start, it arms the
+#     zero-code-change SageMaker Debugger hook when the job has a hook configuration (one stat otherwise); and
+#     sagemaker_mxnet_compression.pth, which makes hvd.DistributedTrainer compress gradients as the launcher's
+#     horovod_gradient_compression says (one environment lookup when it is not set).
 #  2. Smoke check: pip check, `train` on PATH, the launcher imports.
 #  3. The image's own SBOM (CycloneDX JSON: Debian and Python packages) and license report in
 #     /usr/share/sbom (`make sbom` copies them out; docs/supply-chain.md). Last, so they describe the
@@ -24,9 +28,14 @@ esac
 
 PIP_DISABLE_PIP_VERSION_CHECK=1 pip install --no-cache-dir --no-deps --no-build-isolation --no-index \
   "$kit/launcher"
+site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+install -m 0644 "$kit/launcher/src/sagemaker_mxnet_debugger/sagemaker_mxnet_debugger.pth" \
+  "$kit/launcher/src/sagemaker_mxnet_compression/sagemaker_mxnet_compression.pth" "$site/"
 pip check
 command -v train synth-data
-python -c "import sagemaker_mxnet_horovod.cli, sagemaker_mxnet_data.synth_data"
+python -c "import sagemaker_mxnet_horovod.cli, sagemaker_mxnet_data.synth_data, sagemaker_mxnet_debugger.zero_code_change"
+HOROVOD_GRADIENT_COMPRESSION=fp16 python -c "import sys
+assert any(type(f).__name__ == '_WrapAfterImport' for f in sys.meta_path), 'sagemaker_mxnet_compression.pth is not armed'"
 
 sbom=/usr/share/sbom
 install -d -m 0755 "$sbom"

@@ -1,6 +1,6 @@
-"""Turn a `pip install --dry-run --report` JSON into the constraints file (name==version per line).
+"""Turn `pip install --dry-run --report` JSONs into the constraints file (name==version per line).
 
-usage: lock.py REPORT.json [cpu|gpu]   (default cpu)
+usage: lock.py cpu|gpu REPORT.json [REPORT.json ...]   (the stack's report, then requirements-smdebug.txt's)
 
 Run by the Dockerfile's cpu-lock and gpu-lock stages; `make lock` and `make lock-gpu` write the result
 to docker/constraints-cpu.txt and docker/constraints-gpu.txt. Local-path requirements (the
@@ -28,20 +28,23 @@ HEADERS = {
 }
 
 
-def main(report_path: str, flavor: str = "cpu") -> int:
-    with open(report_path, encoding="utf-8") as f:
-        report = json.load(f)
+def main(flavor: str, *report_paths: str) -> int:
     pins = {}
-    for item in report["install"]:
-        if "dir_info" in item.get("download_info", {}):
-            continue
-        meta = item["metadata"]
-        pins[re.sub(r"[-_.]+", "-", meta["name"]).lower()] = meta["version"]
-    python = report["environment"]["python_full_version"]
+    for report_path in report_paths:
+        with open(report_path, encoding="utf-8") as f:
+            report = json.load(f)
+        for item in report["install"]:
+            if "dir_info" in item.get("download_info", {}):
+                continue
+            meta = item["metadata"]
+            name = re.sub(r"[-_.]+", "-", meta["name"]).lower()
+            if pins.setdefault(name, meta["version"]) != meta["version"]:
+                sys.exit(f"lock.py: {name} resolved to {pins[name]} and {meta['version']}")
+        python = report["environment"]["python_full_version"]
     sys.stdout.write(HEADERS[flavor].format(python=python))
     sys.stdout.writelines(f"{name}=={pins[name]}\n" for name in sorted(pins))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(*sys.argv[1:3]))
+    sys.exit(main(*sys.argv[1:]))

@@ -102,11 +102,9 @@ def make_estimator(args):
         tensorboard_output_config=TensorBoardOutputConfig(  # local mode ignores it: see output.tar.gz
             s3_output_path=f"{output}/tensorboard", container_local_output_path=TENSORBOARD_DIR),
         max_run=args.max_run,
-        # SDK v2 gives every job a Debugger hook and a Profiler configuration; both are for smdebug, which this
-        # image does not have (the start log says so): leave them out. SageMaker's system monitoring, outside
-        # the container, goes with the profiler; set disable_profiler=False to keep it.
-        debugger_hook_config=False,
-        disable_profiler=True,
+        # SDK v2's default Debugger hook and Profiler configurations work as in AWS's MXNet images: the built-in
+        # programs save the losses (every 500 steps) to /opt/ml/output/tensors for Debugger's rules and Studio
+        # (docs/debugger.md); debugger_hook_config=DebuggerHookConfig(...) asks for more, False for none.
         sagemaker_session=session,
     )
 

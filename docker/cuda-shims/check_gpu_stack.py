@@ -28,6 +28,7 @@ def main() -> int:
     import mxnet as mx
     import pycocotools.coco  # noqa: F401
     import sagemaker_training  # noqa: F401
+    import smdebug.mxnet  # noqa: F401 - SageMaker Debugger's hook (docker/install-smdebug.sh)
     import tensorboardX  # noqa: F401
     from mxnet.runtime import Features
 

@@ -120,6 +120,19 @@ def nvidia_license(name: str) -> tuple[str, str, str] | None:
     return next((rest for prefix, *rest in NVIDIA_LICENSES if name.startswith(prefix)), None)
 
 
+def classifier_licenses(root: Path, name: str, version: str) -> tuple[str, ...]:
+    """The `License ::` trove classifiers of an installed Python distribution's metadata under `root`: what a
+    wheel that declares no License field (pyinstrument 5) says of its license."""
+    stem = re.sub(r"[-_.]+", "_", name).lower()
+    for metadata in root.glob("opt/venv/lib/python*/site-packages/*.dist-info/METADATA"):
+        dist = metadata.parent.name.removesuffix(".dist-info")
+        if dist.lower() == f"{stem}-{version}".lower():
+            lines = metadata.read_text(errors="replace").splitlines()
+            return tuple(sorted({f"{line.split('::')[-1].strip()} (trove classifier)" for line in lines
+                                 if line.startswith("Classifier: License ::")}))
+    return ()
+
+
 def entries(sbom: dict, root: Path | None = None) -> list[Entry]:
     """Debian and Python packages of a CycloneDX SBOM (deduplicated by kind, name, version)."""
     seen: dict[tuple[str, str, str], Entry] = {}
@@ -134,6 +147,9 @@ def entries(sbom: dict, root: Path | None = None) -> list[Entry]:
         if kind == "python" and (named := nvidia_license(name)):
             license_name, where, license_class = named
             licenses, note = (license_name,), f"NVIDIA: {where}"
+        if not licenses and kind == "python" and root is not None:
+            licenses = classifier_licenses(root, name, version)
+            license_class = classify(licenses)
         if not licenses and kind == "deb" and root is not None:
             copyright_file = root / "usr/share/doc" / name / "copyright"
             note = (f"no machine-readable license in /usr/share/doc/{name}/copyright" if copyright_file.exists()

@@ -112,6 +112,7 @@ class MnistTraining:
                                  {"learning_rate": self.lr, "momentum": config.momentum, "wd": config.wd},
                                  gradient_groups=1)
         self.loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+        s.debugger.register(self.net, [self.loss_fn])
         s.open_checkpoints(config.checkpoint_dir, "checkpoint", config.keep_checkpoints)
         state, stem = s.resume(self.net, self.trainer, self.ctx) if config.resume else (None, None)
         self.start_epoch, self.skip_batches = start_position(state)
@@ -145,6 +146,7 @@ class MnistTraining:
         samples = 0
         previous_loss = stopped_at = None
         vote = s.stop_vote("mnist.stop")
+        s.debugger.training()
         start = interval_start = time.time()
         for batch in range(skip, steps):
             idx = np.sort(order[batch * config.batch_size:(batch + 1) * config.batch_size])
@@ -181,6 +183,7 @@ class MnistTraining:
     def evaluate(self, data, name):
         """Accuracy over the whole test set: per-rank shard counts summed over ranks."""
         mx = self.mx
+        self.session.debugger.training(False)
         correct = mx.nd.zeros((1,), ctx=self.ctx)
         for lo in range(0, len(data), EVAL_BATCH_SIZE):
             x = mx.nd.array(data.images[lo:lo + EVAL_BATCH_SIZE], ctx=self.ctx)

@@ -38,7 +38,7 @@ _DIST_ENV_VARS = (
      "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"),
     ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
     ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"),
-    # A parameter-server worker: the launcher's numbering (plan/backends/parameter_server.py), ps-lite's count.
+    # A parameter-server worker: the launcher's numbering (backends/parameter_server/placement.py), ps-lite's count.
     ("SMMH_WORKER_RANK", "DMLC_NUM_WORKER", "SMMH_LOCAL_WORKER_RANK", "SMMH_LOCAL_WORKERS"),
 )
 

@@ -2,7 +2,7 @@
 
 Horovod, MXNet's distributed kvstore (a parameter-server worker: kvstore_workers.py), or a single-process
 stand-in when a program runs as one process without either; rank-0 logging and
-TensorBoard; collectives that cost nothing in one process; resume from and save to numbered checkpoints;
+TensorBoard; SageMaker Debugger's hook (debugger.py); collectives that cost nothing in one process; resume from and save to numbered checkpoints;
 the SIGTERM stop vote; the orderly stop. Imports MXNet: create it after the input has been checked.
 
 Conventions:
@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from mxnet_programs.checkpoints import CheckpointManager
+from mxnet_programs.debugger import DebuggerHook
 from mxnet_programs.launch import HOROVOD, PARAMETER_SERVER_KVSTORES
 from mxnet_programs.metrics import TensorBoardWriter
 from mxnet_programs.process import ProgramError, Stopped, log, warn
@@ -91,6 +92,8 @@ class Session:
         self.distributed = self.size > 1
         self.tb = TensorBoardWriter(None, enabled=False)
         self.checkpoints = None
+        # SageMaker Debugger's hook when the job has a configuration (debugger.py); nothing otherwise.
+        self.debugger = DebuggerHook.open(prog, self.rank, self.uses_parameter_servers)
 
     def log(self, message):
         if self.rank == 0:
@@ -152,6 +155,7 @@ class Session:
 
     def close(self):
         self.tb.close()
+        self.debugger.close()
         self.hvd.shutdown()
 
     # ---- checkpoints

@@ -3,7 +3,8 @@ import subprocess
 import time
 
 import pytest
-from scenarios import DOCKER, OBSERVATIONS, Context, format_report, make_mnist_data, summary
+from fault_harness import OBSERVATIONS, Context, format_report, make_mnist_data, summary
+from local_job import DOCKER
 
 SUITE_STARTED = time.monotonic()
 

@@ -21,8 +21,7 @@ import time
 import traceback
 from pathlib import Path
 
-from scenarios import (
-    SCENARIOS,
+from fault_harness import (
     Context,
     Observation,
     Scenario,
@@ -32,6 +31,7 @@ from scenarios import (
     run_scenario,
     summary,
 )
+from scenarios import SCENARIOS
 from toolkit_job import make_ssh_dir
 
 

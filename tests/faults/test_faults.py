@@ -1,4 +1,4 @@
-"""The fault-injection suite: every scenario of scenarios.py across real containers of the CPU image.
+"""The fault-injection suite: every scenario of scenarios.py (and ps_faults.py) across real containers of the CPU image.
 
 Each asserts every host's exit code, the first line of the failure file and the time from fault to exit;
 the table of all scenarios is printed at the end of the run (conftest.py), a scenario whose harness failed
@@ -7,7 +7,8 @@ included (ERROR)."""
 import re
 
 import pytest
-from scenarios import OBSERVATIONS, SCENARIOS, harness_error_observation, run_scenario
+from fault_harness import OBSERVATIONS, harness_error_observation, run_scenario
+from scenarios import SCENARIOS
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[re.sub(r"[^a-z0-9.]+", "-", s.name.lower()) for s in SCENARIOS])

@@ -4,8 +4,8 @@ even be built) is a row of the table (ERROR), counts as not as expected, and mak
 import dataclasses
 import re
 
+from fault_harness import Context, Observation, Scenario
 from report import exit_status, run_launcher
-from scenarios import Context, Observation, Scenario
 
 OBSERVED = Observation("worker killed mid-training", "toolkit", "master stops the job", [1, 137], "", 1.2, [])
 

@@ -63,9 +63,10 @@ def test_v2_training_job_request(tmp_path):
                                                     "LocalPath": "/opt/ml/output/tensorboard"}
     assert [d["Name"] for d in request["metric_definitions"]] == \
         ["train:loss", "train:accuracy", "validation:accuracy", "train:samples_per_sec"]
-    # No Debugger hook (SDK v2's default adds one to every job, for smdebug, which the image lacks) or profiler.
-    assert "debugger_hook_config" not in request
-    assert request["profiler_config"] == {"DisableProfiler": True}
+    # SDK v2's defaults, which the image uses (docs/debugger.md): the losses to the job's output path, and the
+    # profiler's system monitoring.
+    assert request["debugger_hook_config"] == {"S3OutputPath": "s3://bucket/job/output", "CollectionConfigurations": []}
+    assert request["profiler_config"] == {"S3OutputPath": "s3://bucket/job/output", "DisableProfiler": False}
 
 
 def test_v3_pipe_channels(tmp_path):

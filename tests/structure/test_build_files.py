@@ -4,9 +4,11 @@ They keep the pieces that must agree in agreement: the Dockerfile's version ARGs
 the ssh configs and the launcher contract, the structure-test files and their schema.
 """
 
+import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,7 @@ ARG_TO_DIST = {
     "MPI4PY_VERSION": "mpi4py",
     "TENSORBOARDX_VERSION": "tensorboardx",
     "HOROVOD_VERSION": "horovod",
+    "SMDEBUG_VERSION": "smdebug",
 }
 
 
@@ -319,3 +322,25 @@ def test_forwarder_generator_is_not_a_hand_written_symbol_list():
     source = (DOCKER / "cuda-shims" / "make_forwarder.py").read_text()
     assert "cusolverDn" not in source and "nvrtcCompileProgram" not in source
     assert '"nm", "-D", "--with-symbol-versions"' in source
+
+
+def test_lock_py_merges_the_stacks_report_with_smdebugs(tmp_path):
+    """docker/lock.py writes one constraints file from the stack's dry-run report and requirements-smdebug.txt's
+    (resolved without dependencies): the union, sorted, local paths left out; one package at two versions fails."""
+    def report(path, *items):
+        path.write_text(json.dumps({"environment": {"python_full_version": "3.11.2"}, "install": [
+            {"metadata": {"name": name, "version": version},
+             "download_info": {"dir_info": {}} if local else {"url": "https://x"}} for name, version, local in items]}))
+        return str(path)
+
+    stack = report(tmp_path / "stack.json", ("protobuf", "7.36.2", False), ("opencv_python", "4.11.0.86", True))
+    smdebug = report(tmp_path / "smdebug.json", ("smdebug", "1.0.34", False), ("pyinstrument", "5.1.3", False))
+    done = subprocess.run([sys.executable, str(DOCKER / "lock.py"), "cpu", stack, smdebug], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line for line in done.stdout.splitlines() if not line.startswith("#")] == \
+        ["protobuf==7.36.2", "pyinstrument==5.1.3", "smdebug==1.0.34"]
+    clash = report(tmp_path / "clash.json", ("protobuf", "3.20.3", False))
+    done = subprocess.run([sys.executable, str(DOCKER / "lock.py"), "cpu", stack, clash], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode != 0 and "lock.py: protobuf resolved to 7.36.2 and 3.20.3" in done.stderr

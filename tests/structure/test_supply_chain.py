@@ -207,3 +207,17 @@ def test_finish_script_writes_the_sbom_after_every_other_change():
     # Only the report and read-only checks follow the scan.
     for line in after:
         assert line.startswith(("python \"$kit/license_report.py\"", "grep -q ")), line
+
+
+def test_a_wheel_without_a_license_field_is_classed_by_its_trove_classifier(tmp_path):
+    """pyinstrument 5 (smdebug's profiler) declares its license only as a classifier, which syft does not report."""
+    dist_info = tmp_path / "opt/venv/lib/python3.11/site-packages/pyinstrument-5.1.3.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Name: pyinstrument\nVersion: 5.1.3\n"
+                                        "Classifier: License :: OSI Approved :: BSD License\nLicense-File: LICENSE\n")
+    sbom = {"components": [{"name": "pyinstrument", "version": "5.1.3", "purl": "pkg:pypi/pyinstrument@5.1.3"},
+                           {"name": "undeclared", "version": "1.0", "purl": "pkg:pypi/undeclared@1.0"}]}
+    by_name = {e.name: e for e in report.entries(sbom, tmp_path)}
+    assert by_name["pyinstrument"].licenses == ("BSD License (trove classifier)",)
+    assert by_name["pyinstrument"].license_class == report.PERMISSIVE
+    assert by_name["undeclared"].license_class == report.UNKNOWN

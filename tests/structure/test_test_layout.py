@@ -14,6 +14,8 @@ MIRRORS = {
     "sagemaker_mxnet_horovod": "",
     "sagemaker_mxnet_container": "mxnet_container",
     "sagemaker_mxnet_data": "mxnet_data",
+    "sagemaker_mxnet_debugger": "mxnet_debugger",
+    "sagemaker_mxnet_compression": "mxnet_compression",
 }
 # Tested inside the image, where their libraries are (numpy, MXNet, pycocotools): the test module that covers each.
 TESTED_IN_IMAGE = {
@@ -22,6 +24,10 @@ TESTED_IN_IMAGE = {
     "sagemaker_mxnet_data/mnist_files.py": "tests/programs/test_synth_data.py",
     "sagemaker_mxnet_data/synthetic_coco.py": "tests/programs/rcnn/test_synthetic_coco.py",
     "sagemaker_mxnet_data/coco_categories.py": "tests/programs/rcnn/test_synthetic_coco.py",  # a data table
+    # wraps Gluon's Block.__call__: tested with MXNet and smdebug
+    "sagemaker_mxnet_debugger/zero_code_change.py": "tests/image/test_zero_code_change.py",
+    # wraps Horovod's DistributedTrainer: tested with Horovod
+    "sagemaker_mxnet_compression/hook.py": "tests/image/test_gradient_compression.py",
 }
 
 

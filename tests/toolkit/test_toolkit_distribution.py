@@ -11,10 +11,10 @@ import pytest
 
 toolkit_environment = pytest.importorskip("sagemaker_training.environment", reason="needs the image's toolkit")
 
+from sagemaker_mxnet_horovod.backends.registry import plan_job  # noqa: E402
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts  # noqa: E402
 from sagemaker_mxnet_horovod.parse.paths import Paths  # noqa: E402
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config  # noqa: E402
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan  # noqa: E402
 
 FACTS = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
 
@@ -54,13 +54,13 @@ def test_distribution_hosts_master_and_role_match_the_toolkit(groups, distributi
         # hyperparameters.json as SageMaker writes it: every value JSON-encoded.
         config = parse_training_config(Paths(Path("/opt/ml")), resource, {k: json.dumps(v) for k, v in hps.items()},
                                        inputs, {})
-        plan = make_plan(config, FACTS, {})
+        plan = plan_job(config, FACTS, {})
         where = f"{current} in {groups}, distribution {distribution}"
         assert config.resource.distribution_hosts == tuple(toolkit.distribution_hosts), where
         assert config.resource.master_host == toolkit.master_hostname, where
         assert config.resource.is_master == toolkit.is_master, where
         toolkit_runs_mpi = toolkit.current_instance_group in toolkit.distribution_instance_groups
-        assert plan.use_mpi == toolkit_runs_mpi, where
+        assert (plan.backend == "mpi") == toolkit_runs_mpi, where
         if toolkit_runs_mpi:
             assert plan.role == ("master" if toolkit.is_master else "worker"), where
             assert plan.master_host == toolkit.master_hostname, where

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("sagemaker_training")
+from sagemaker_mxnet_horovod.act.rank_env import rank_environment  # noqa: E402
+from sagemaker_mxnet_horovod.backends.registry import plan_job  # noqa: E402
 from sagemaker_mxnet_horovod.parse import host_facts  # noqa: E402
 from sagemaker_mxnet_horovod.parse.settings import LAUNCHER_PREFIXES  # noqa: E402
 from sagemaker_mxnet_horovod.parse.training_config import load_training_config  # noqa: E402
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan, rank_environment  # noqa: E402
 
 CODE = Path(__file__).parent / "code"
 # Our additions: the toolkit does not set these.
@@ -207,8 +208,8 @@ def test_rank_environment_matches_the_toolkit(tmp_path, name, host):
     env = write_config(tmp_path, name, host)
     toolkit = toolkit_view(env)
     facts = host_facts.gather(env)
-    plan = make_plan(load_training_config(env), facts, env, python=sys.executable,
-                     run_dir=env["SMMH_RUN_DIR"])
+    plan = plan_job(load_training_config(env), facts, env, python=sys.executable,
+                    run_dir=env["SMMH_RUN_DIR"])
     expected_env, expected_args = expected_from_toolkit(toolkit, this_host())
     assert_same(rank_environment(plan, env), expected_env)
     assert list(plan.program.argv[2:]) == expected_args

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import unit_paths
+from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan
 
 PATHS = Paths(Path("/opt/ml"))
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
@@ -27,7 +27,7 @@ def config(hps=None, hosts=("algo-1", "algo-2"), current="algo-1", resource_extr
 
 
 def plan(cfg, facts=CPU2, env=None):
-    return make_plan(cfg, facts, env if env is not None else {"PATH": "/usr/bin"}, python="/opt/venv/bin/python")
+    return plan_job(cfg, facts, env if env is not None else {"PATH": "/usr/bin"}, python="/opt/venv/bin/python")
 
 
 def options(value):

@@ -114,11 +114,13 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     """)
     (base / "output").mkdir()
     (base / "output" / "failure").write_text("old reason\n")
+    (base / "input" / "config" / "debughookconfig.json").write_text('{"S3OutputPath": "s3://b/debug"}')
     code, stdout, stderr = train(base, "--dry-run")
     assert code == 0, stderr
     assert "role: single" in stdout and f"program: train.py from {base / 'code'}" in stdout
+    assert "note: SageMaker Debugger hook configuration (debughookconfig.json): collections losses" in stdout
     assert "sagemaker_mxnet_horovod.act.rank_env" in stdout
-    assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]
+    assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]  # nothing written
     assert failure(base) == ["old reason"] and sorted(p.name for p in (base / "code").iterdir()) == ["train.py"]
 
 
@@ -175,3 +177,24 @@ def test_train_stacks_prints_every_ranks_stack_of_the_running_job_which_goes_on(
     assert "train: stacks of rank 0 on algo-1 (SIGUSR1):" in job_stderr  # the job's log has them
     code, _, stderr = train(base, "stacks")
     assert code == 1 and "no train launcher is running in this container" in stderr
+
+
+def test_every_error_that_ends_train_maps_to_its_failure_and_exit_code(capsys):
+    from sagemaker_mxnet_horovod.cli import Step, failure_of
+    from sagemaker_mxnet_horovod.core.exits import ClusterError, ConfigError, PlanError, StopRequested
+
+    step = Step("setup failed", "algo-1")
+    assert failure_of(ConfigError("hosts is empty"), step).exit_code == 2
+    assert failure_of(PlanError("more processes than GPUs"), step).render() == (
+        "invalid job configuration: more processes than GPUs")
+    stopped = failure_of(StopRequested(signal.SIGINT), step)  # Ctrl-C before the job ran: a stop, as SIGTERM
+    assert (stopped.exit_code, stopped.cause) == (
+        143, "stopped by SIGINT (SageMaker stop or spot interruption); the job had not started")
+    assert capsys.readouterr().err == ""  # expected ends: no traceback
+    try:
+        raise ClusterError("worker algo-2 did not check in")
+    except ClusterError as error:
+        unexpected = failure_of(error, step)
+    assert (unexpected.exit_code, unexpected.cause, unexpected.host) == (
+        1, "setup failed on algo-1: ClusterError: worker algo-2 did not check in", "algo-1")
+    assert "Traceback" in capsys.readouterr().err

@@ -1,17 +1,16 @@
 """`train`: the command SageMaker runs in every container of a training job. `train stacks` (docker exec) writes
 every rank's Python stack on every host to the log and output/data/stacks/ without stopping the job.
 
-parse (parse/: the config files, this host) -> plan (plan/: argv and environment as data) -> act (act/: prepare
-this host, then the master's, a single host's or a worker's run) -> the outcome files. Every failure path,
-whatever the step, becomes one Failure written to /opt/ml/output/failure, and `train` exits non-zero with the
-code exits.exit_code_of gives it.
+parse (parse/: the config files, this host) -> plan (plan/: argv and environment as data, by the backend
+backends/registry.py chooses) -> act (act/prepare.py readies this host, then the backend's run) -> the outcome
+files. A stop is handled from the start, once (core/stop.py). Every failure path, whatever the step, becomes one
+Failure written to /opt/ml/output/failure, and `train` exits non-zero with its code (failure_of).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -20,30 +19,23 @@ from pathlib import Path
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act import stacks
 from sagemaker_mxnet_horovod.act.outcome_files import (
-    Outcome,
     clear_previous_outcome,
     copy_stray_outputs,
     write_failure_file,
     write_success,
 )
-from sagemaker_mxnet_horovod.diagnose.failure import Failure
-from sagemaker_mxnet_horovod.exits import ConfigError, StopRequested, exit_code_of
+from sagemaker_mxnet_horovod.backends import registry
+from sagemaker_mxnet_horovod.core import stop
+from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, ConfigError, StopRequested
+from sagemaker_mxnet_horovod.core.failure import Failure
+from sagemaker_mxnet_horovod.core.log import log
+from sagemaker_mxnet_horovod.core.outcome import Outcome
+from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig, load_training_config
-from sagemaker_mxnet_horovod.plan.job_plan import DEFAULT_RUN_DIR, Plan, describe, make_plan
-
-
-def log(message: str) -> None:
-    # One write: the job's output goes to the same buffer from other threads, and print()'s separate newline
-    # let a rank's line in between.
-    sys.stderr.write(f"train: {message}\n")
-    sys.stderr.flush()
-
-
-def _raise_stop(signum, _frame):
-    raise StopRequested(signal.Signals(signum).name)
+from sagemaker_mxnet_horovod.plan.job_plan import DEFAULT_RUN_DIR, describe
 
 
 @dataclass
@@ -55,14 +47,14 @@ class Step:
 
 
 def failure_of(error: BaseException, step: Step) -> Failure:
-    """The one map from an error that ends `train` to its Failure and exit code."""
+    """The one map from an error that ends `train` to its Failure and exit code: 2 for the configuration, 143 for a
+    stop (core/stop.py says it), 1 for the rest, whose traceback goes to the log."""
     if isinstance(error, ConfigError):
-        return Failure(f"invalid job configuration: {error}", exit_code_of(error))
+        return Failure(f"invalid job configuration: {error}", EXIT_CONFIG)
     if isinstance(error, StopRequested):
-        return Failure(f"stopped by {error} before the job started", exit_code_of(error))
+        return stop.stopped(error.signum, "the job had not started")
     traceback.print_exc()
-    return Failure(f"{step.label} on {step.host}: {type(error).__name__}: {error}", exit_code_of(error),
-                   host=step.host)
+    return Failure(f"{step.label} on {step.host}: {type(error).__name__}: {error}", EXIT_FAILED, host=step.host)
 
 
 def report(paths: Paths, outcome: Outcome) -> int:
@@ -75,14 +67,17 @@ def report(paths: Paths, outcome: Outcome) -> int:
 
 
 def parse(args: argparse.Namespace, env: dict, paths: Paths) -> tuple[TrainingConfig, HostFacts, dict]:
-    """The job's configuration and this host's facts (SDK v3's driver files first, when given)."""
+    """The job's configuration and this host's facts (SDK v3's driver files first, when given; the Debugger's and
+    the Profiler's files with it)."""
+    from sagemaker_mxnet_horovod.compat import debugger
     from sagemaker_mxnet_horovod.parse import host_facts
 
     if args.sdk_v3_driver:
         from sagemaker_mxnet_horovod.compat import sdk_v3
 
         env = sdk_v3.load_driver_env(args.sdk_v3_driver, paths.data_dir, env)
-    config = load_training_config(env, env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR))
+    config = load_training_config(env, env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
+                                  debugger.read_configs(paths.config_dir))
     if args.sdk_v3_driver:
         env.update(sdk_v3.host_env(config.resource.hosts, config.resource.current_host))
     return config, host_facts.gather(env), env
@@ -91,28 +86,16 @@ def parse(args: argparse.Namespace, env: dict, paths: Paths) -> tuple[TrainingCo
 def plan_job(config: TrainingConfig, facts: HostFacts, env: dict, paths: Paths) -> Plan:
     from sagemaker_mxnet_horovod.act.prepare import is_python_package
 
-    return make_plan(config, facts, env, python=sys.executable,
-                     entrypoints_dir=env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
-                     run_dir=env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR),
-                     code_is_package=is_python_package(paths.code_dir))
+    return registry.plan_job(config, facts, env, python=sys.executable,
+                             entrypoints_dir=env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
+                             run_dir=env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR),
+                             code_is_package=is_python_package(paths.code_dir))
 
 
 def act(plan: Plan, env: dict, paths: Paths, facts: HostFacts) -> Outcome:
-    """This host's part of the job: its own processes with the parameter server; else serve the master's mpirun
-    (a worker), or run the job's command."""
+    """This host's part of the job, as its backend runs it, bound to this host's address on the cluster interface."""
     bind_address = next((ip for name, ip in facts.interface_addresses if name == plan.interface), "")
-    if plan.backend == "parameter_server":
-        from sagemaker_mxnet_horovod.act.ps_run import ParameterServerRun
-        from sagemaker_mxnet_horovod.plan.job_plan import rank_environment
-
-        return ParameterServerRun(plan, rank_environment(plan, env), bind_address, paths.failure_file).run()
-    if plan.role == "worker":
-        from sagemaker_mxnet_horovod.act.worker_run import run_worker
-
-        return run_worker(plan, paths, bind_address)
-    from sagemaker_mxnet_horovod.act.master_run import MasterRun
-
-    return MasterRun(plan, {**env, **plan.env}, bind_address, paths.failure_file).run()
+    return registry.run(plan, env, paths, bind_address)
 
 
 def main(argv=None) -> int:
@@ -135,7 +118,7 @@ def main(argv=None) -> int:
         for removed in clear_previous_outcome(paths.output_dir):
             log(f"removed {removed}, left by an earlier run in this directory")
         stacks.serve_requests(env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR), None, log)  # until the job runs
-    signal.signal(signal.SIGTERM, _raise_stop)
+    stop.install()
     step, running = Step(), None
     try:
         config, facts, env = parse(args, env, paths)
@@ -148,7 +131,7 @@ def main(argv=None) -> int:
         from sagemaker_mxnet_horovod.act.prepare import prepare_host
 
         step = Step("setup failed", plan.current_host)
-        plan = prepare_host(plan, paths, env, lambda: plan_job(config, facts, env, paths), log)
+        plan = prepare_host(plan, paths, lambda: plan_job(config, facts, env, paths), log)
         step, running = Step("launcher error", plan.current_host), plan
         outcome = act(plan, env, paths, facts)
     except Exception as error:  # noqa: BLE001 - whatever ends the job must reach the failure file

@@ -14,6 +14,10 @@ class TrainStep:
         self.rcnn_box_loss = loss.HuberLoss(rho=1.0)
         self.mask_loss = loss.SigmoidBinaryCrossEntropyLoss(from_sigmoid=False)
 
+    def loss_blocks(self):
+        """Every loss block, for SageMaker Debugger's losses collection (the mask loss is used by Mask R-CNN only)."""
+        return [self.rpn_cls_loss, self.rpn_box_loss, self.rcnn_cls_loss, self.rcnn_box_loss, self.mask_loss]
+
     def __call__(self, batch, images, where):
         """Trains on one batch of `images` images; returns the losses (model.loss_names order) averaged over
         the devices. A non-finite loss is an error naming `where`."""

@@ -67,6 +67,7 @@ class RcnnTraining:
         if self.amp is not None:
             self.amp.init_trainer(self.trainer)
         self.train_step = TrainStep(mx, model, self.net, self.trainer, self.ctx, self.amp)
+        session.debugger.register(self.net, self.train_step.loss_blocks())
         session.open_checkpoints(config.checkpoint_dir, self.net_name, config.keep_checkpoints)
         self.best_map, self.best_epoch, self.history = -1.0, None, []
         state, stem = session.resume(self.net, self.trainer, self.ctx) if config.resume else (None, None)
@@ -194,6 +195,7 @@ class RcnnTraining:
             # about two minutes between SIGTERM and SIGKILL.
             if not stop_now and self.val_ds is not None and \
                     ((epoch + 1) % config.val_interval == 0 or epoch == last_epoch):
+                s.debugger.training(False)
                 record.update(evaluation.validate(s, model, self.net, self.val_ds, self.val_tf, self.val_batchify,
                                                   self.ctx, config, epoch))
                 stop_now = s.agree_stop("rcnn.stop.val")
@@ -216,6 +218,7 @@ class RcnnTraining:
         if config.hybridize:
             self.net.hybridize(static_alloc=False)  # (re)build the training graph
         vote = s.stop_vote("rcnn.stop")
+        s.debugger.training()
         sums = [0.0] * len(model.loss_names)
         count = 0
         epoch_loss, epoch_count = 0.0, 0

@@ -4,7 +4,6 @@ outcome cleared, this run's success written; files written where SageMaker would
 output/data, never over the job's own."""
 
 from sagemaker_mxnet_horovod.act.outcome_files import (
-    Outcome,
     clear_previous_outcome,
     copy_stray_outputs,
     read_user_failure,
@@ -12,7 +11,7 @@ from sagemaker_mxnet_horovod.act.outcome_files import (
     write_failure_file,
     write_success,
 )
-from sagemaker_mxnet_horovod.diagnose.failure import FAILURE_LIMIT, LAUNCHER_PREFIX, Failure, compose_failure
+from sagemaker_mxnet_horovod.core.failure import FAILURE_LIMIT, LAUNCHER_PREFIX, Failure, compose_failure
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.plan.stray_outputs import find_stray_outputs
 
@@ -68,11 +67,6 @@ def test_the_failure_file_holds_this_hosts_user_text_then_other_hosts_then_the_d
     assert path.read_text() == written + "\n"
     assert written.splitlines() == ["my script's reason", "[algo-2] their reason",
                                     LAUNCHER_PREFIX + "rank 1 on algo-2 exited with code 1: ValueError: bad batch"]
-
-
-def test_an_outcome_exits_with_its_failures_code_and_0_without_one():
-    assert Outcome().exit_code == 0
-    assert Outcome(Failure("stopped by SIGTERM before the job started", exit_code=143)).exit_code == 143
 
 
 def test_copy_stray_outputs(tmp_path):

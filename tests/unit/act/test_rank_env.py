@@ -1,6 +1,7 @@
 """rank_env.py: how every rank starts, as a real process: this host's environment from RUN_DIR/rank-env.json
 (never Open MPI's own variables), the code directory as working directory, a Python script run in the same
-interpreter with line-buffered output, anything else exec'd in place. The progress watch it starts:
+interpreter with line-buffered output, anything else exec'd in place; the environment the launcher gives them
+(rank_environment). The progress watch it starts:
 test_progress.py."""
 
 import json
@@ -9,6 +10,8 @@ import subprocess
 import sys
 
 import unit_paths
+from plan_cases import config, plan
+from sagemaker_mxnet_horovod.act.rank_env import rank_environment
 
 SRC = unit_paths.SRC
 
@@ -112,3 +115,13 @@ def test_a_failed_parameter_server_worker_ends_now_not_at_the_interpreters_shutd
     # ... saying first that its script returned: the launcher's watch of workers that finish apart starts there.
     assert stderr.splitlines() == ["train: the script returned; waiting in ps-lite's barrier at exit for every "
                                    "other worker"]
+
+
+def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
+    container_env = {"PATH": "/opt/venv/bin", "MY_SETTING": "x", "OMPI_MCA_btl": "tcp", "OMP_NUM_THREADS": "3"}
+    worker = plan(config(current="algo-2"), env=container_env)
+    env = rank_environment(worker, container_env)
+    assert env["MY_SETTING"] == "x"  # the job's `environment`, as this container got it
+    assert env["SM_CURRENT_HOST"] == "algo-2"
+    assert env["OMP_NUM_THREADS"] == "3"  # the user's value wins
+    assert "OMPI_MCA_btl" not in env  # Open MPI's own variables stay as mpirun set them per rank

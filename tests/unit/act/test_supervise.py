@@ -17,7 +17,7 @@ import time
 import unit_paths
 from live_output import wait_for_line
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
-from sagemaker_mxnet_horovod.act.supervise import TAIL_LINES, Job
+from sagemaker_mxnet_horovod.act.supervise import TAIL_LINES, JobProcess
 
 SRC = unit_paths.SRC
 # A program that says it is ready on stderr, then sleeps; SIGTERM: {handler}.
@@ -29,12 +29,12 @@ time.sleep(60)
 """
 
 
-def python_job(code: str, **kwargs) -> Job:
-    return Job([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), tagged=kwargs.pop("tagged", False),
-               **kwargs)
+def python_job(code: str, **kwargs) -> JobProcess:
+    return JobProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), tagged=kwargs.pop("tagged", False),
+                      **kwargs)
 
 
-def started_sleeper(handler: str, **kwargs) -> Job:
+def started_sleeper(handler: str, **kwargs) -> JobProcess:
     """A started job of SLEEPER, once it is ready (its SIGTERM handler installed)."""
     ready = threading.Event()
     job = python_job(SLEEPER.format(handler=handler),
@@ -159,11 +159,12 @@ def test_abort_later_ends_a_job_still_running_and_spares_one_that_finished():
 
 DRIVER = """
 import json, os, sys
-from sagemaker_mxnet_horovod.act.supervise import Job, forward_stop_signals
+from sagemaker_mxnet_horovod.act.supervise import JobProcess
+from sagemaker_mxnet_horovod.core import stop
 program = sys.argv[1]
-job = Job([sys.executable, "-c", program], dict(os.environ), tagged=False, stop_grace_s=30)
+job = JobProcess([sys.executable, "-c", program], dict(os.environ), tagged=False, stop_grace_s=30)
 stops = []
-forward_stop_signals(job, on_stop=stops.append)
+stop.listen(lambda signum: (job.stop(signum), stops.append(signum)))
 job.start()
 result = job.wait()
 print(json.dumps([result.returncode, result.stopped_by_signal, stops, result.rank_stderr.get(0)]))
@@ -171,7 +172,7 @@ print(json.dumps([result.returncode, result.stopped_by_signal, stops, result.ran
 
 
 def test_the_launchers_sigterm_is_forwarded_to_the_job():
-    # In a process of its own: forward_stop_signals installs the process's signal handlers.
+    # In a process of its own: the stop path installs the process's signal handlers.
     program = SLEEPER.format(handler="signal.signal(signal.SIGTERM, lambda *_: (print('rank: stopping', "
                                      "file=sys.stderr), sys.exit(143)))").replace('"ready", file=sys.stderr', '"ready"')
     launcher = subprocess.Popen([sys.executable, "-c", DRIVER, program], env={**os.environ, "PYTHONPATH": str(SRC)},

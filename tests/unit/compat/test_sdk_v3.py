@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from sagemaker_mxnet_horovod.compat.sdk_v3 import driver_env, host_env, load_driver_env
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
 

@@ -4,8 +4,10 @@ a rank gets them from the plan. tests/toolkit compares them with the toolkit its
 import json
 
 import pytest
-from plan_cases import CPU2, config, plan
-from sagemaker_mxnet_horovod.plan.job_plan import make_plan
+from plan_cases import CPU2, ENTRYPOINTS, PATHS, config, plan
+from sagemaker_mxnet_horovod.backends.registry import plan_job
+from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
+from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
 
 
 def test_program_arguments_as_the_toolkit_builds_them():
@@ -44,18 +46,33 @@ def test_instance_groups_and_distribution():
                                                       "sagemaker_distribution_instance_groups": ["train"]}
 
 
-@pytest.mark.parametrize("mpi_enabled,groups", [("true", ["homogeneousCluster"]), ("False", []), (None, [])])
-def test_distribution_groups_without_the_knob(mpi_enabled, groups):
-    hps = {"sagemaker_mpi_enabled": mpi_enabled} if mpi_enabled else {}
+@pytest.mark.parametrize("hps,groups", [
+    ({"sagemaker_mpi_enabled": "true"}, ["homogeneousCluster"]), ({"sagemaker_mpi_enabled": "False"}, []), ({}, []),
+    # The parameter server as the launcher parsed it: "False" is false here too (the toolkit would count it on).
+    ({"sagemaker_parameter_server_enabled": "true"}, ["homogeneousCluster"]),
+    ({"sagemaker_parameter_server_enabled": "False"}, []),
+    ({"sagemaker_pytorch_ddp_enabled": "true"}, ["homogeneousCluster"]),  # another framework's: the toolkit's rule
+])
+def test_distribution_groups_without_the_knob(hps, groups):
     env = plan(config(hps)).rank_env
     assert json.loads(env["SM_DISTRIBUTION_INSTANCE_GROUPS"]) == groups
     assert env["SM_IS_HETERO"] == "false" and env["SM_INSTANCE_GROUPS"] == "[]"
 
 
+def test_the_launchers_switches_count_as_it_parsed_them_from_the_environment_too():
+    groups = [{"instance_group_name": "train", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1", "algo-2"]},
+              {"instance_group_name": "data", "instance_type": "ml.c5.xlarge", "hosts": ["algo-3"]}]
+    resource = {"current_host": "algo-1", "hosts": ["algo-1", "algo-2", "algo-3"], "current_group_name": "train",
+                "instance_groups": groups}
+    for env, expected in (({"SAGEMAKER_DISTRIBUTION_INSTANCE_GROUPS": '["train", "data"]'}, ["train", "data"]),
+                          ({"SAGEMAKER_PARAMETER_SERVER_ENABLED": "true"}, ["train"])):
+        cfg = parse_training_config(PATHS, resource, {"sagemaker_program": "mnist"}, {}, env,
+                                    entrypoints_dir=ENTRYPOINTS)
+        assert json.loads(sm_environment(cfg, 2, 0, "eth0", "mnist", {})["SM_DISTRIBUTION_INSTANCE_GROUPS"]) == expected
 def test_training_env_keys_and_environment_sourced_values():
     cfg = config({"sagemaker_container_log_level": "10", "sagemaker_submit_directory": '"s3://b/src.tar.gz"',
                   "sagemaker_program": '"train.py"', "sagemaker_job_name": '"j"'})
-    p = make_plan(cfg, CPU2, {"TRAINING_JOB_NAME": "job-1", "SAGEMAKER_TRAINING_MODULE": "m:main"}, python="py")
+    p = plan_job(cfg, CPU2, {"TRAINING_JOB_NAME": "job-1", "SAGEMAKER_TRAINING_MODULE": "m:main"}, python="py")
     env = p.rank_env
     training_env = json.loads(env["SM_TRAINING_ENV"])
     assert training_env["job_name"] == "job-1" and training_env["log_level"] == 10

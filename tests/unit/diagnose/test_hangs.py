@@ -11,7 +11,7 @@ from sagemaker_mxnet_horovod.diagnose.hangs import (
     stall_cause,
 )
 
-# Rank 0's stderr lines as supervise.Job hands them over (leading tag removed): Horovod 0.28.1 writes its log
+# Rank 0's stderr lines as supervise.JobProcess hands them over (leading tag removed): Horovod 0.28.1 writes its log
 # message in pieces, which mpirun tags mid-line. A warning at the check time, then the shutdown.
 HOROVOD_STALL_STDERR = [
     "[[1,0]<stderr>:2026-11-23 13:25:48[1,0]<stderr>:.[1,0]<stderr>:357253[1,0]<stderr>:: [1,0]<stderr>:W"

@@ -5,10 +5,10 @@ small)."""
 import signal
 
 import pytest
+from sagemaker_mxnet_horovod.core.plan import ShmBudget
 from sagemaker_mxnet_horovod.diagnose.shm import (
     GIB,
     MIB,
-    ShmBudget,
     Symptom,
     cause,
     estimate,
@@ -17,6 +17,7 @@ from sagemaker_mxnet_horovod.diagnose.shm import (
     process_cause,
     process_symptom,
     start_warning,
+    suggested_size,
 )
 
 DOCKER_DEFAULT = 64 * MIB
@@ -60,7 +61,7 @@ def test_the_start_warning_names_size_need_symptoms_and_fixes():
         "~/.sagemaker/config.yaml); fewer data-loader workers (num-workers); NCCL_SHM_DISABLE=1 in the job's "
         "environment (NCCL between GPUs without /dev/shm)")
     assert start_warning(estimate(GIB, 2, 4, "num-workers", 2)) is None
-    assert estimate(DOCKER_DEFAULT, 8, 8, "num_workers", 8).suggested_size() == "6g"
+    assert suggested_size(estimate(DOCKER_DEFAULT, 8, 8, "num_workers", 8)) == "6g"
     cpu_only = start_warning(estimate(DOCKER_DEFAULT, 1, 2, "num_workers", 0))
     assert "NCCL_SHM_DISABLE" not in cpu_only and "fewer data-loader workers (num_workers)" in cpu_only
 

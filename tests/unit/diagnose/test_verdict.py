@@ -1,5 +1,5 @@
 """verdict.py: the job's one Failure from how its process ended and what the watches saw: none for a success;
-a stop said as such; a failed rank or program named; the launcher's own finding first (a lost worker before a
+a stop said as such, exit 143 whatever the job's process exited with; a failed rank or program named; the launcher's own finding first (a lost worker before a
 hang watch's), with the job's exit code as train's; a SIGKILLed rank on a host whose OOM killer struck, and a rank
 dead of a shared-memory symptom on a host with a small /dev/shm, named as such."""
 
@@ -7,7 +7,7 @@ import dataclasses
 import signal
 
 from plan_cases import config, plan
-from sagemaker_mxnet_horovod.act.supervise import JobResult
+from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
@@ -27,7 +27,8 @@ def verdict(plan_, result, stall_lines=(), crash_lines=(), hosts=None):
         stall_log.observe(rank, line)
     for rank, line in crash_lines:
         crash_log.observe(rank, line)
-    return job_failure(Evidence(plan_, result, stall_log, crash_log, hosts or {}))
+    return job_failure(Evidence(plan_, result, stall_log, crash_log, hosts or {},
+                                under_mpirun=plan_.backend == "mpi"))
 
 
 def test_a_job_that_exited_0_has_no_failure():
@@ -54,6 +55,15 @@ def test_a_stop_is_said_as_such():
     assert failure.render() == ("stopped by SIGTERM (SageMaker stop or spot interruption); the job exited with code "
                                 "143 (SIGTERM); killed after the grace period")
     assert failure.exit_code == 143
+
+
+def test_a_stopped_job_exits_143_whatever_its_process_exits_with():
+    # mpirun's status after a stop is its ranks' (1 here), and a program may exit 0 on SIGTERM: stopped, both.
+    for planned, returncode in ((MPI, 1), (SINGLE, 0)):
+        failure = verdict(planned, JobResult(returncode, stopped_by_signal=signal.SIGTERM))
+        assert (failure.exit_code, failure.signal_number, failure.host) == (143, signal.SIGTERM, "algo-1")
+        assert failure.cause == ("stopped by SIGTERM (SageMaker stop or spot interruption); the job exited with code "
+                                 f"{returncode}")
 
 
 def test_the_launchers_own_finding_comes_first_and_an_abort_before_a_hang_watch():

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.input_config import parse_input_data_config
 from sagemaker_mxnet_horovod.parse.paths import Paths
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
+from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.launch_rules import (
     LAUNCH_MODULES,
     LaunchRules,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.resource_config import parse_resource_config
 from sagemaker_mxnet_horovod.parse.training_config import (

@@ -1,13 +1,15 @@
 """settings: the launcher's own keys from hyperparameters or the environment (the hyperparameter wins), typed,
-with defaults; unknown ones warned about, bad ones named; the toolkit's --NCCL_DEBUG option."""
+with defaults, each declared once and in the README's table; unknown ones warned about, bad ones named; the
+toolkit's --NCCL_DEBUG option."""
 
 import json
 from pathlib import Path
 
 import pytest
-from sagemaker_mxnet_horovod.exits import ConfigError
+import unit_paths
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.settings import DEFAULT_PS_PORT, DEFAULT_STALL_TIMEOUT_S, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.settings import KNOBS, LauncherSettings, parse_launcher_settings
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
 )
@@ -39,6 +41,15 @@ def test_launcher_knobs_are_consumed_and_typed():
     assert warnings == []
 
 
+def test_gradient_compression_is_a_choice_from_the_hyperparameter_or_the_environment():
+    assert parse_launcher_settings({}, {})[0].horovod_gradient_compression == "none"
+    assert parse_launcher_settings({}, {"HOROVOD_GRADIENT_COMPRESSION": "fp16"})[0].horovod_gradient_compression == "fp16"
+    assert parse_launcher_settings({"horovod_gradient_compression": "none"},
+                                   {"HOROVOD_GRADIENT_COMPRESSION": "fp16"})[0].horovod_gradient_compression == "none"
+    with pytest.raises(ConfigError, match="horovod_gradient_compression='bf16': choose one of none, fp16"):
+        parse_launcher_settings({"horovod_gradient_compression": "bf16"}, {})
+
+
 def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2
@@ -51,7 +62,7 @@ def test_parameter_server_enabled(value):
     settings, warnings = parse_launcher_settings({"sagemaker_parameter_server_enabled": value}, {})
     assert settings.parameter_server_enabled and warnings == []
     assert settings.parameter_server_num_servers is None
-    assert settings.parameter_server_port == DEFAULT_PS_PORT == 8000
+    assert settings.parameter_server_port == LauncherSettings().parameter_server_port == 8000
 
 
 def test_parameter_server_from_the_environment_and_disabled():
@@ -117,7 +128,7 @@ def test_horovods_own_timeline_variable_in_the_environment_is_not_the_knob():
 # The hang timeouts (their environment: test_env_rules_hang_watch.py).
 def test_defaults_end_stalls_after_an_hour_and_leave_progress_off():
     settings, warnings = parse_launcher_settings({}, {})
-    assert settings.stall_timeout_s == DEFAULT_STALL_TIMEOUT_S == 3600
+    assert settings.stall_timeout_s == LauncherSettings().stall_timeout_s == 3600
     assert settings.progress_timeout_s == 0
     assert warnings == []
 
@@ -167,3 +178,14 @@ def test_console_ranks_all_by_default_or_as_chosen():
     assert parse_launcher_settings({}, {"MPI_CONSOLE_RANKS": "0-1"})[0].console_ranks == {0, 1}
     with pytest.raises(ConfigError, match="mpi_console_ranks='first' is not a list of ranks"):
         parse_launcher_settings({"mpi_console_ranks": "first"}, {})
+
+
+def test_every_setting_is_declared_once_with_its_reason_and_is_in_the_readmes_table():
+    readme = (unit_paths.REPO / "README.md").read_text()
+    table = readme[readme.index("## Hyperparameters the launcher consumes"):readme.index("## Troubleshooting")]
+    keys = [given.key for _, given in KNOBS]
+    assert len(keys) == len(set(keys)) == len(KNOBS)
+    assert [key for key in keys if f"`{key}`" not in table] == []
+    assert [name for name, given in KNOBS if not given.why] == []
+    # Every setting but the one split from the custom MPI options is given by its knob.
+    assert {name for name, _ in KNOBS} == set(LauncherSettings.__dataclass_fields__) - {"nccl_debug"}

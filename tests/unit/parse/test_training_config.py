@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import (
     load_training_config,
@@ -56,17 +56,12 @@ def test_load_from_files(tmp_path):
     assert config.paths.failure_file == tmp_path / "output" / "failure"
 
 
-def test_a_debugger_or_profiler_configuration_is_a_note_and_a_broken_one_no_error(tmp_path):
-    write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, {"sagemaker_program": "mnist"},
-                 raw={"debughookconfig": json.dumps({"S3OutputPath": "s3://b/job/debug-output"}),
-                      "profilerconfig": "{cut short"})
-    warnings = load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS).warnings
-    assert warnings[0].startswith("SageMaker Debugger hook configuration found (debughookconfig.json, S3OutputPath "
-                                  "s3://b/job/debug-output): this image has no smdebug")
-    assert warnings[1].startswith("SageMaker Profiler: profilerconfig.json cannot be read (")
-    (tmp_path / "input" / "config" / "debughookconfig.json").unlink()
-    (tmp_path / "input" / "config" / "profilerconfig.json").unlink()
-    assert load_training_config({"SAGEMAKER_BASE_DIR": str(tmp_path)}, entrypoints_dir=ENTRYPOINTS).warnings == ()
+def test_the_debugger_and_profiler_configurations_are_kept_as_read(tmp_path):
+    write_config(tmp_path, {"current_host": "algo-1", "hosts": ["algo-1"]}, {"sagemaker_program": "mnist"})
+    env = {"SAGEMAKER_BASE_DIR": str(tmp_path)}
+    hook = {"debughookconfig.json": {"S3OutputPath": "s3://b/job/debug-output"}}
+    assert load_training_config(env, entrypoints_dir=ENTRYPOINTS, debugger_configs=hook).debugger_configs == hook
+    assert load_training_config(env, entrypoints_dir=ENTRYPOINTS).debugger_configs == {}
 
 
 def test_bad_json_file_names_the_file(tmp_path):

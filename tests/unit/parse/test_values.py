@@ -4,7 +4,7 @@ argument formatting, exactly."""
 from pathlib import Path
 
 import pytest
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.values import (
     command_line_arguments,

@@ -3,7 +3,7 @@
 
 import pytest
 from rule_cases import GPU8, job, settings, two_hosts
-from sagemaker_mxnet_horovod.exits import PlanError
+from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.plan.env_rules import (
     RULES,
@@ -97,6 +97,12 @@ def test_horovod_hyperparameters():
     assert horovod_hyperparameters(job(horovod_autotune="False", horovod_timeline="false")) == []
     assert settings(horovod_hyperparameters(job(horovod_fusion_threshold_mb="0.5"))) == {
         "HOROVOD_FUSION_THRESHOLD": str(512 * 1024)}
+
+
+def test_gradient_compression_reaches_every_rank_and_none_sets_nothing():
+    assert settings(horovod_hyperparameters(job(horovod_gradient_compression="FP16"))) == {
+        "HOROVOD_GRADIENT_COMPRESSION": "fp16"}
+    assert horovod_hyperparameters(job(horovod_gradient_compression="none")) == []
 
 
 def test_hang_watch_from_the_hyperparameters():

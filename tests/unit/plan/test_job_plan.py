@@ -1,4 +1,4 @@
-"""make_plan: the rules composed, end to end, for every shape of job (each rule's own branches: test_layout.py,
+"""job_plan.make_plan: the rules composed, end to end, for every shape of job (each rule's own branches: test_layout.py,
 test_env_rules.py, backends/test_mpi.py, test_programs.py)."""
 
 import json
@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
+from sagemaker_mxnet_horovod.backends.registry import plan_job
+from sagemaker_mxnet_horovod.compat.debugger import read_configs
+from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
-from sagemaker_mxnet_horovod.plan.job_plan import describe, make_plan, rank_environment
+from sagemaker_mxnet_horovod.parse.training_config import load_training_config, parse_training_config
+from sagemaker_mxnet_horovod.plan.job_plan import describe
 
 PATHS = Paths(Path("/opt/ml"))
 ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs' launch rules
@@ -36,7 +38,7 @@ def config(hosts=("algo-1",), current="algo-1", hps=None, interface="eth0", inst
 
 
 def plan(cfg, facts=CPU2, env=None, **kwargs):
-    return make_plan(cfg, facts, env or {"PATH": "/usr/bin"}, python="/opt/venv/bin/python",
+    return plan_job(cfg, facts, env or {"PATH": "/usr/bin"}, python="/opt/venv/bin/python",
                      entrypoints_dir=kwargs.pop("entrypoints_dir", ENTRYPOINTS), **kwargs)
 
 
@@ -54,7 +56,7 @@ def program_part(argv):
 
 def test_single_process_runs_program_without_mpi():
     p = plan(config(hps={"epochs": "3"}))
-    assert p.role == "single" and not p.use_mpi and p.total_processes == 1
+    assert p.role == "single" and p.backend == "single" and p.total_processes == 1
     assert p.command == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sagemaker-cluster",
                          "/opt/ml/code", "--", "/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py", "--epochs", "3")
     assert "mpirun" not in p.command
@@ -63,7 +65,7 @@ def test_single_process_runs_program_without_mpi():
 
 def test_two_hosts_one_process_each_master():
     p = plan(config(hosts=("algo-1", "algo-2")))
-    assert p.role == "master" and p.use_mpi and p.workers == ("algo-2",)
+    assert p.role == "master" and p.backend == "mpi" and p.workers == ("algo-2",)
     argv = p.command
     assert argv[:4] == ("mpirun", "--allow-run-as-root", "--tag-output", "--host")
     # The master's own slots under its real hostname: Open MPI starts those locally.
@@ -130,12 +132,12 @@ def test_more_processes_than_cores_share_them_with_a_note():
 
 def test_mpi_enabled_explicitly_on_one_process():
     p = plan(config(hps={"sagemaker_mpi_enabled": "true"}))
-    assert p.use_mpi and p.command[0] == "mpirun" and p.command[p.command.index("-np") + 1] == "1"
+    assert p.backend == "mpi" and p.command[0] == "mpirun" and p.command[p.command.index("-np") + 1] == "1"
 
 
 def test_mpi_disabled_on_two_hosts_runs_each_alone():
     p = plan(config(hosts=("algo-1", "algo-2"), current="algo-2", hps={"sagemaker_mpi_enabled": "False"}))
-    assert p.role == "single" and not p.use_mpi and p.hosts == ("algo-2",)
+    assert p.role == "single" and p.backend == "single" and p.hosts == ("algo-2",)
     assert any("each of the 2 hosts" in n for n in p.notes)
 
 
@@ -288,6 +290,25 @@ def test_toolkit_compatible_sm_environment():
     assert training_env["current_host"] == "algo-1" and training_env["hosts"] == ["algo-1", "algo-2"]
 
 
+def test_a_debugger_or_profiler_configuration_is_a_note_and_a_broken_one_no_error(tmp_path):
+    config_dir = tmp_path / "input" / "config"
+    config_dir.mkdir(parents=True)
+    (config_dir / "resourceconfig.json").write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1"]}))
+    (config_dir / "hyperparameters.json").write_text(json.dumps({"sagemaker_program": "mnist"}))
+    (config_dir / "debughookconfig.json").write_text(json.dumps({"S3OutputPath": "s3://b/job/debug-output"}))
+    (config_dir / "profilerconfig.json").write_text("{cut short")
+    env = {"SAGEMAKER_BASE_DIR": str(tmp_path)}
+    notes = plan(load_training_config(env, ENTRYPOINTS, read_configs(config_dir))).notes
+    assert notes[0].startswith("SageMaker Debugger hook configuration (debughookconfig.json): collections losses "
+                               "(smdebug's default); every 500 steps; saved by rank 0 (include_workers one) to "
+                               "/opt/ml/output/tensors, which SageMaker uploads to s3://b/job/debug-output.")
+    assert notes[1].startswith("SageMaker Profiler: profilerconfig.json cannot be read (")
+    (config_dir / "debughookconfig.json").unlink()
+    (config_dir / "profilerconfig.json").unlink()
+    notes = plan(load_training_config(env, ENTRYPOINTS, read_configs(config_dir))).notes
+    assert not any(note.startswith(("SageMaker Debugger", "SageMaker Profiler")) for note in notes)
+
+
 def test_describe_lists_role_hosts_command_and_notes():
     p = plan(config(hosts=("algo-1", "algo-2"), interface="ethwe"))
     text = describe(p, {"PATH": "/usr/bin"})
@@ -299,16 +320,6 @@ def test_describe_lists_role_hosts_command_and_notes():
     assert "console: ranks 0, 3 (mpi_console_ranks)" in shown
 
 
-def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
-    container_env = {"PATH": "/opt/venv/bin", "MY_SETTING": "x", "OMPI_MCA_btl": "tcp", "OMP_NUM_THREADS": "3"}
-    worker = plan(config(hosts=("algo-1", "algo-2"), current="algo-2"), env=container_env)
-    env = rank_environment(worker, container_env)
-    assert env["MY_SETTING"] == "x"  # the job's `environment`, as this container got it
-    assert env["SM_CURRENT_HOST"] == "algo-2"
-    assert env["OMP_NUM_THREADS"] == "3"  # the user's value wins
-    assert "OMPI_MCA_btl" not in env  # Open MPI's own variables stay as mpirun set them per rank
-
-
 V100 = (("Tesla V100-SXM2-16GB", "7.0"),)
 H100 = (("NVIDIA H100 80GB HBM3", "9.0"),)
 
@@ -317,8 +328,8 @@ def test_h100_refused_with_failure_naming_gpu():
     facts = HostFacts(cpu_count=96, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0",
                       nvidia_driver_version="550.54.15", gpus=H100 * 8)
     with pytest.raises(PlanError, match=r"GPU 0 \(NVIDIA H100 80GB HBM3, compute capability 9.0\)"):
-        make_plan(config(), facts, {"SMMH_CUDA_ARCHS": "50 60 70 80"})
-    assert make_plan(config(), facts, {}).processes_per_host == 8  # no arch list (CPU image): no check
+        plan_job(config(), facts, {"SMMH_CUDA_ARCHS": "50 60 70 80"})
+    assert plan_job(config(), facts, {}).processes_per_host == 8  # no arch list (CPU image): no check
 
 
 @pytest.mark.parametrize("driver,fusion_off", [("470.182.03", True), ("515.65.01", True), ("520.61.05", False),
@@ -326,16 +337,16 @@ def test_h100_refused_with_failure_naming_gpu():
 def test_fusion_off_below_driver_520(driver, fusion_off):
     facts = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0",
                       nvidia_driver_version=driver, gpus=V100 * 8)
-    p = make_plan(config(), facts, {})
+    p = plan_job(config(), facts, {})
     assert (p.env.get("MXNET_USE_FUSION") == "0") == fusion_off
     if fusion_off:
         assert any("driver" in n and "< 520" in n for n in p.notes)
-    assert "MXNET_USE_FUSION" not in make_plan(config(), facts, {"MXNET_USE_FUSION": "1"}).env
+    assert "MXNET_USE_FUSION" not in plan_job(config(), facts, {"MXNET_USE_FUSION": "1"}).env
 
 
 def test_rcnn_horovod_false_runs_one_process_without_mpi():
     p = plan(rcnn_config(horovod="False"), facts=GPU8)
-    assert p.role == "single" and not p.use_mpi and p.processes_per_host == 1
+    assert p.role == "single" and p.backend == "single" and p.processes_per_host == 1
     assert "mpirun" not in p.command and p.command[-2:] == ("--horovod", "False")
     assert any("horovod=false" in n for n in p.notes)
     assert plan(rcnn_config(horovod="true"), facts=GPU8).processes_per_host == 8
@@ -385,7 +396,7 @@ def test_hetero_worker_serves_the_distribution_master():
 
 def test_hetero_host_outside_the_distribution_runs_the_program_alone():
     p = plan(hetero("algo-3", hps={"sagemaker_mpi_num_of_processes_per_host": "2"}))
-    assert p.role == "single" and not p.use_mpi and p.workers == ()
+    assert p.role == "single" and p.backend == "single" and p.workers == ()
     assert p.hosts == ("algo-3",) and p.processes_per_host == 1 and p.total_processes == 1
     assert "mpirun" not in p.command
     assert p.command[-2:] == ("/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py")
@@ -421,7 +432,7 @@ def test_hetero_master_is_the_first_distribution_host_not_hosts0():
 def test_hetero_without_distribution_groups_each_group_runs_its_own_job():
     # As the toolkit with MPI enabled: the distribution group defaults to the current host's own group.
     p = plan(hetero("algo-3", distribution=None, hps={"sagemaker_mpi_enabled": "true"}))
-    assert p.role == "master" and p.hosts == ("algo-3",) and p.use_mpi
+    assert p.role == "master" and p.hosts == ("algo-3",) and p.backend == "mpi"
     assert any("sagemaker_distribution_instance_groups not set: MPI spans this host's instance group 'data' only"
                in n for n in p.notes)
     p = plan(hetero("algo-2", distribution=None))
@@ -478,7 +489,7 @@ PS = {"sagemaker_parameter_server_enabled": "true"}
 
 def test_parameter_server_master_runs_its_processes_no_mpirun():
     p = plan(config(hosts=("algo-1", "algo-2"), hps={**PS, "epochs": "2"}))
-    assert (p.backend, p.role, p.use_mpi, p.command) == ("parameter_server", "master", False, ())
+    assert (p.backend, p.role, p.command) == ("parameter_server", "master", ())
     assert p.workers == ("algo-2",)  # the hosts that check in
     assert [process.name for process in p.processes] == ["scheduler", "server 0", "worker 0"]
     worker = p.processes[-1]

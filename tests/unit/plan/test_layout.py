@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 import pytest
 import unit_paths
-from sagemaker_mxnet_horovod.exits import ConfigError, PlanError
+from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import LaunchRules, parameter_server_request, single_process_request
 from sagemaker_mxnet_horovod.parse.paths import Paths
@@ -225,25 +225,25 @@ def test_layout_of_a_parameter_server_job():
     hosts = ("algo-1", "algo-2")
     master = plan_layout(config(hosts, sagemaker_parameter_server_enabled="true"), GPU8)
     # One worker per host, over all of its GPUs, as AWS's toolkit ran it; the first host coordinates.
-    assert (master.backend, master.role, master.use_mpi, master.processes_per_host) == ("parameter_server", "master",
-                                                                                        False, 1)
+    assert (master.parameter_server, master.role, master.use_mpi, master.processes_per_host) == (
+        True, "master", False, 1)
     worker = plan_layout(config(hosts, current="algo-2", sagemaker_parameter_server_enabled="true",
                                 sagemaker_mpi_num_of_processes_per_host="2"), CPU2)
-    assert (worker.backend, worker.role, worker.hosts, worker.master_host) == ("parameter_server", "worker", hosts,
-                                                                              "algo-1")
+    assert (worker.parameter_server, worker.role, worker.hosts, worker.master_host) == (True, "worker", hosts,
+                                                                                        "algo-1")
     assert worker.processes_per_host == 2 and worker.notes == ()  # no "MPI disabled" note: it is not MPI
     one_host = plan_layout(config(sagemaker_parameter_server_enabled="true"), CPU2)
-    assert (one_host.backend, one_host.role) == ("parameter_server", "master")  # AWS ran it on one host too
+    assert (one_host.parameter_server, one_host.role) == (True, "master")  # AWS ran it on one host too
 
 
 def test_a_builtin_programs_kvstore_argument_decides_the_parameter_server():
     hosts = ("algo-1", "algo-2")
     rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync", "dist_async")}))
     layout = plan_layout(ruled(config(hosts, kvstore="dist_sync"), rules), CPU2)
-    assert layout.backend == "parameter_server"
+    assert layout.parameter_server
     assert layout.notes == (
         "kvstore=dist_sync: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true",)
-    assert plan_layout(ruled(config(hosts, kvstore="horovod"), rules), CPU2).backend == "mpi"
+    assert plan_layout(ruled(config(hosts, kvstore="horovod"), rules), CPU2).use_mpi
     assert plan_layout(ruled(config(hosts, kvstore="dist_async", sagemaker_parameter_server_enabled="true"), rules),
                        CPU2).notes == ()
     with pytest.raises(PlanError, match=r"^sagemaker_parameter_server_enabled=true, but kvstore=horovod: the parameter "
@@ -262,7 +262,7 @@ def test_a_single_process_argument_refuses_the_parameter_server():
 
 def test_the_parameter_server_outside_the_distribution_groups_is_one_process_alone():
     layout = plan_layout(groups_config("algo-3", ["train"], sagemaker_parameter_server_enabled="true"), CPU2)
-    assert (layout.backend, layout.role, layout.hosts) == ("single", "single", ("algo-3",))
+    assert (layout.distributed, layout.role, layout.hosts) == (False, "single", ("algo-3",))
 
 
 def test_no_interface_for_a_multi_host_parameter_server_job_is_an_error():
@@ -279,4 +279,4 @@ def test_a_parameter_server_knob_without_the_parameter_server_is_refused():
     rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync",)}))
     layout = plan_layout(ruled(config(("algo-1", "algo-2"), kvstore="dist_sync",
                                       sagemaker_parameter_server_num_servers="4"), rules), CPU2)
-    assert layout.backend == "parameter_server"
+    assert layout.parameter_server

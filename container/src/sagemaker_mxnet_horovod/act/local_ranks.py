@@ -9,11 +9,21 @@ import os
 _DAEMONS = {"mpirun", "orterun", "orted", "prterun", "prted"}
 
 
+def _pid_namespace(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
 def _processes() -> dict[int, tuple[str, int]]:
-    """pid -> (comm, ppid) of every process in this container."""
+    """pid -> (comm, ppid) of every process in this container: in this process's PID namespace. Where the
+    launcher shares a machine's (a test on the host), other containers' ranks are in /proc too, and a stop
+    here must not reach them."""
     processes: dict[int, tuple[str, int]] = {}
+    own_namespace = _pid_namespace("self")
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or (own_namespace and _pid_namespace(entry) != own_namespace):
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:

@@ -12,24 +12,10 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.diagnose.failure import FAILURE_LIMIT, Failure, compose_failure, fit, shorten
-from sagemaker_mxnet_horovod.plan.stray_outputs import StrayOutput
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How the job ended for this host: its failure (None: success) and what the users' programs wrote to other
-    hosts' failure files, (host, text) pairs, shown in this host's failure file too."""
-
-    failure: Failure | None = None
-    other_hosts_texts: tuple[tuple[str, str | None], ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        return self.failure.exit_code if self.failure else 0
+from sagemaker_mxnet_horovod.core.failure import FAILURE_LIMIT, Failure, compose_failure, fit, shorten
+from sagemaker_mxnet_horovod.core.plan import StrayOutput
 
 
 def write_failure_file(path: Path, failure: Failure,

@@ -1,17 +1,15 @@
-"""Ready this host before the job starts: the directories the job writes to, the user's code fetched and
-installed as the sagemaker-training toolkit does, and the environment each rank applies (rank_env.py)."""
+"""Ready this host before the job starts, whatever its backend: the directories the job writes to, the user's code
+fetched and installed as the sagemaker-training toolkit does."""
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
+from sagemaker_mxnet_horovod.core.plan import Plan, Program
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.plan.job_plan import Plan, rank_environment
-from sagemaker_mxnet_horovod.plan.programs import Program
 
 
 def is_python_package(code_dir: Path) -> bool:
@@ -19,10 +17,9 @@ def is_python_package(code_dir: Path) -> bool:
     return (code_dir / "setup.py").is_file()
 
 
-def prepare_host(plan: Plan, paths: Paths, env: Mapping[str, str], replan: Callable[[], Plan],
-                 log: Callable[[str], None]) -> Plan:
-    """Directories, the user's code, the ranks' environment file. Returns the plan to run: planned again
-    (replan) when the fetched code turns out to be a Python package, or not to be one, after all."""
+def prepare_host(plan: Plan, paths: Paths, replan: Callable[[], Plan], log: Callable[[str], None]) -> Plan:
+    """Directories, the user's code. Returns the plan to run: planned again (replan) when the fetched code turns
+    out to be a Python package, or not to be one, after all."""
     for directory in (paths.model_dir, paths.output_data_dir, paths.code_dir, Path(plan.run_dir)):
         directory.mkdir(parents=True, exist_ok=True)
     if not plan.program.builtin:
@@ -31,10 +28,6 @@ def prepare_host(plan: Plan, paths: Paths, env: Mapping[str, str], replan: Calla
             plan = replan()  # the fetched code has (or lacks) a setup.py: run it so
             log(f"entry point: {' '.join(plan.program.argv)}")
         install_user_code(plan, log)
-    if plan.use_mpi:
-        rank_env_file = Path(plan.run_dir) / "rank-env.json"
-        rank_env_file.touch(mode=0o600)  # the container's environment may hold credentials
-        rank_env_file.write_text(json.dumps(rank_environment(plan, env)))
     return plan
 
 

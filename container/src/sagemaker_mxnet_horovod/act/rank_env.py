@@ -23,18 +23,43 @@
 usage: python -m sagemaker_mxnet_horovod.act.rank_env RUN_DIR WORKDIR -- PROGRAM [ARGS...]
 """
 
+from __future__ import annotations
+
 import json
 import os
 import runpy
 import sys
 import traceback
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sagemaker_mxnet_horovod.core.plan import Plan
 
 RANK_ENV_FILE = "rank-env.json"
 # What a parameter-server worker says on stderr when its script has returned: the launcher's watch of workers that
-# finish apart (diagnose/roles.py) starts then, not when the process exits after ps-lite's barrier.
+# finish apart (backends/parameter_server/roles.py) starts then, not when the process exits after ps-lite's barrier.
 SCRIPT_RETURNED = "train: the script returned; waiting in ps-lite's barrier at exit for every other worker"
 # Set by Open MPI for each rank (or only meaningful to mpirun itself): never overridden from the file.
 SKIP_PREFIXES = ("OMPI_", "PMIX_", "OPAL_", "ORTE_")
+
+
+def rank_environment(plan: Plan, base_env: Mapping[str, str]) -> dict:
+    """What every rank on this host should see: this container's own environment (SageMaker gives each
+    container the job's `environment`, but sshd starts remote ranks with an empty one and mpirun exports
+    only the master's), the launcher's defaults, and this host's SM_* values. Written to RANK_ENV_FILE for MPI's
+    ranks, the environment itself of a parameter-server host's processes."""
+    merged = {**base_env, **plan.env, **plan.rank_env}
+    return {k: v for k, v in merged.items() if not k.startswith(SKIP_PREFIXES)}
+
+
+def write_rank_environment(plan: Plan, base_env: Mapping[str, str]) -> None:
+    """RUN_DIR/RANK_ENV_FILE, which each rank that mpirun starts applies (main), readable by root only: the
+    container's environment may hold credentials."""
+    path = os.path.join(plan.run_dir, RANK_ENV_FILE)
+    os.makedirs(plan.run_dir, exist_ok=True)
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        json.dump(rank_environment(plan, base_env), file)
 
 
 def main(argv: list) -> None:

@@ -11,11 +11,12 @@ SageMaker uploads with output.tar.gz.
 from __future__ import annotations
 
 import re
-import sys
 import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from sagemaker_mxnet_horovod.core.log import log
 
 _TAG = re.compile(rb"\[(\d+),(\d+)\]<(stdout|stderr)>:")
 
@@ -97,8 +98,7 @@ class RankLogs:
                 file.write(text + "\n")
             except OSError as error:
                 self.broken = True
-                print(f"train: per-rank logs stopped: cannot write {self.path(rank)}: {error}", file=sys.stderr,
-                      flush=True)
+                log(f"per-rank logs stopped: cannot write {self.path(rank)}: {error}")
 
     def close(self) -> None:
         with self.lock:

@@ -26,8 +26,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from sagemaker_mxnet_horovod.core.log import log
 
 # A real-time signal nothing else in a rank uses (glibc keeps the first two for itself; Python's SIGRTMIN is
 # past them). User programs keep SIGUSR1/SIGUSR2.
@@ -211,6 +213,41 @@ def dump_job(run_dir: str | Path, output_dir: Path, host: str, workers: Sequence
                    for worker, reply in replies.items()}
     host_stacks[host] = own
     write_dump(output_dir, dump, host_stacks, reason, log, sorted(set(workers) - set(replies)))
+
+
+def dump_host(run_dir: str | Path, output_data_dir: str, host: str, reason: str, dump: str | None = None) -> dict[int, str]:
+    """This host's ranks' stacks, into the log and output/data/stacks/<dump>/ (none without output/data); returned
+    for the master. dump: the master's name for it, which every host's files of one dump share."""
+    dump = dump if dump and is_dump_name(dump) else dump_name(reason)
+    found = collect_local(run_dir, dump)
+    if output_data_dir:
+        write_dump(Path(output_data_dir) / "stacks", dump, {host: found}, reason, log)
+    return found
+
+
+class JobDumps:
+    """Every rank's stacks on every host, one dump at a time: what the host that leads the job (the master, or a host
+    alone) writes when asked (SIGUSR1, a host's request, a hang watch). ask_workers: the cluster's way to ask the
+    other hosts (Master.ask_workers), once there is one; reply_s: how long a host's answer may take beyond its ranks'
+    deadline."""
+
+    def __init__(self, run_dir: str, output_data_dir: str, host: str, workers: Sequence[str],
+                 ask_workers: Callable[[], object], reply_s: float):
+        self.run_dir, self.output_data_dir, self.host, self.workers = run_dir, output_data_dir, host, tuple(workers)
+        self.ask_workers, self.reply_s = ask_workers, reply_s
+        self.lock = threading.Lock()
+
+    def dump(self, reason: str) -> None:
+        """Into the log and output/data/stacks/<dump>/ (each other host writes its own there too)."""
+        if not self.output_data_dir:
+            return
+        with self.lock:
+            dump_job(self.run_dir, Path(self.output_data_dir) / "stacks", self.host, self.workers, self.ask_workers(),
+                     reason, log, self.reply_s)
+
+    def dump_later(self, reason: str) -> None:
+        """From a thread that must not wait for it (a stderr observer, the cluster's reader)."""
+        threading.Thread(target=self.dump, args=(reason,), name="stacks", daemon=True).start()
 
 
 # -------------------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Supervise the job's command: run it, stream its output (each rank's whole lines also to its own log, and to the
-console when it is shown there: rank_output.py), keep each rank's last stderr lines, forward signals.
+console when it is shown there: rank_output.py), keep each rank's last stderr lines, pass a stop on.
 
 SageMaker stops a job with SIGTERM and sends SIGKILL 120 s later; the supervisor forwards SIGTERM to the
 job and kills it outright if it has not finished within `stop_grace_s`, so the launcher always exits in time.
@@ -15,26 +15,18 @@ import sys
 import threading
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
 from sagemaker_mxnet_horovod.act.rank_output import RankLine, RankLines, RankLogs, shown
-from sagemaker_mxnet_horovod.exits import STOP_GRACE_S
+from sagemaker_mxnet_horovod.core.exits import STOP_GRACE_S
+from sagemaker_mxnet_horovod.core.log import log
+from sagemaker_mxnet_horovod.core.outcome import JobResult
 
 TAIL_LINES = 20
 
 
-@dataclass
-class JobResult:
-    returncode: int
-    rank_stderr: dict = field(default_factory=dict)  # rank -> last stderr lines
-    untagged_tail: list = field(default_factory=list)  # mpirun's own messages (or an untagged program's)
-    stopped_by_signal: int | None = None  # SIGTERM/SIGINT we received and forwarded
-    killed_after_grace: bool = False
-    abort_reason: str | None = None  # set when the launcher itself ended the job (e.g. a lost worker)
 
-
-class Job:
+class JobProcess:
     def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = STOP_GRACE_S,
                  stderr_observers: Sequence = (), rank_logs: RankLogs | None = None,
                  console_ranks: Collection[int] | None = None, before_abort=None):
@@ -108,6 +100,14 @@ class Job:
         for observer in self.stderr_observers:
             observer(rank, text)
 
+    def stop(self, signum: int) -> None:
+        """A stop of the launcher's (core/stop.py hands each signal once): said once, then passed on."""
+        if self.stopped_by_signal is None:
+            self.stopped_by_signal = signum
+            log(f"received {signal.Signals(signum).name}; stopping the job (killing it if still running after "
+                f"{self.stop_grace_s:g} s)")
+        self.request_stop(signum)
+
     def request_stop(self, signum: int = signal.SIGTERM) -> None:
         """Graceful stop (SageMaker stop, spot interruption): the ranks get the signal first, so they can
         checkpoint; Open MPI would SIGKILL them 1 s after forwarding it. mpirun follows after the grace."""
@@ -175,22 +175,3 @@ class Job:
                 killed_after_grace=self.killed_after_grace,
                 abort_reason=self.abort_reason,
             )
-
-
-def forward_stop_signals(job: Job, on_stop=None) -> None:
-    """SIGTERM/SIGINT to the launcher stop the job (SageMaker's StopTrainingJob, spot interruption)."""
-
-    def handler(signum, _frame):
-        if job.stopped_by_signal is None:
-            job.stopped_by_signal = signum
-            sys.stderr.write(f"train: received {signal.Signals(signum).name}; stopping the job "
-                             f"(killing it if still running after {job.stop_grace_s:g} s)\n")
-            sys.stderr.flush()
-        elif signum == job.stopped_by_signal:
-            return  # SageMaker and compose may both send SIGTERM: one graceful stop is enough
-        job.request_stop(signum)
-        if on_stop:
-            on_stop(signum)
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)

@@ -2,12 +2,12 @@
 says so, once per job.
 
 SageMaker writes a job's DebugHookConfig to /opt/ml/input/config/debughookconfig.json and its ProfilerConfig to
-profilerconfig.json. SDK v2 gives every Estimator both unless told otherwise (debugger_hook_config=False,
-disable_profiler=True); SDK v3's ModelTrainer gives neither. Inside the container both are for smdebug, the
-Debugger's client library, which AWS's framework images patch into their frameworks and this image does not
-include: the hook saves no tensors and framework profiling collects nothing. System monitoring (CPU, GPU,
-memory, network) is SageMaker's own, outside the container, and works as anywhere. Pure but for reading the two
-files; a file that cannot be read is said, never an error (the job does not need it).
+profilerconfig.json; SDK v2 gives every Estimator both unless told otherwise, SDK v3's ModelTrainer neither. The
+image carries smdebug, Debugger's client library: the built-in programs save what the hook configuration asks for,
+a user's script gets its hook from smdebug's API or, without one, at its first training step
+(sagemaker_mxnet_debugger: docs/debugger.md). Here the files are only read and checked: a configuration that cannot
+be used is said once, and the job trains without the hook, as SageMaker's own images do. Pure but for reading the
+two files.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-HOOK_FILE = "debughookconfig.json"
-PROFILER_FILE = "profilerconfig.json"
-# ProfilingParameters keys that ask smdebug for framework profiling (the rest are its bookkeeping).
-FRAMEWORK_PROFILING = ("DetailedProfilingConfig", "DataloaderProfilingConfig", "PythonProfilingConfig",
-                       "HorovodProfilingConfig", "SMDataParallelProfilingConfig")
+from sagemaker_mxnet_debugger.config import (
+    HOOK_FILE,
+    PROFILER_FILE,
+    HookConfigProblem,
+    parse_hook_config,
+    profiler_requests,
+)
+
 MXNET_INSTEAD = ("for Horovod's own trace of every collective set horovod_timeline: true "
                  "(output/data/horovod_timeline.json); MXNet's profiler (mx.profiler) writes where your script says")
 
@@ -40,26 +43,27 @@ def read_configs(config_dir: Path) -> dict[str, Any]:
 
 
 def hook_note(config: Any) -> str:
-    if isinstance(config, Exception):
-        return f"SageMaker Debugger: {HOOK_FILE} cannot be read ({config}); this image does not use it"
-    where = config.get("S3OutputPath") if isinstance(config, dict) else None
-    return (f"SageMaker Debugger hook configuration found ({HOOK_FILE}"
-            + (f", S3OutputPath {where}" if where else "") + "): this image has no smdebug, so no tensors are "
-            "saved and nothing is uploaded for it. SDK v2 adds it to every job: pass debugger_hook_config=False "
-            "to the Estimator to leave it out")
+    try:
+        if isinstance(config, Exception):
+            raise HookConfigProblem(f"cannot be read ({config})")
+        hook = parse_hook_config(config)
+    except HookConfigProblem as problem:
+        return (f"SageMaker Debugger: {HOOK_FILE} {problem}; the job trains without Debugger's hook: no tensors "
+                "are saved")
+    return (f"SageMaker Debugger hook configuration ({HOOK_FILE}): {hook.describe()}. The built-in programs save "
+            "it; a script of yours gets the hook smdebug's API makes from it, or one registered at its first "
+            "training step (docs/debugger.md)")
 
 
 def profiler_note(config: Any) -> str:
     if isinstance(config, Exception):
         return f"SageMaker Profiler: {PROFILER_FILE} cannot be read ({config}); this image does not use it"
-    parameters = config.get("ProfilingParameters") if isinstance(config, dict) else None
-    asked = sorted(key for key in (parameters if isinstance(parameters, dict) else {}) if key in FRAMEWORK_PROFILING)
+    asked = profiler_requests(config)
     if not asked:
         return (f"SageMaker Profiler configuration found ({PROFILER_FILE}): system monitoring is SageMaker's own, "
-                "outside the container, and works; no framework profiling was asked for. SDK v2 adds it to every "
-                "job: pass disable_profiler=True to the Estimator to leave it out")
-    return (f"SageMaker Profiler: framework profiling asked for ({', '.join(asked)}) needs smdebug, which this image "
-            f"does not include: nothing is collected. Instead, {MXNET_INSTEAD}")
+                "outside the container, and works; no framework profiling was asked for")
+    return (f"SageMaker Profiler: framework profiling asked for ({', '.join(asked)}): smdebug's MXNet hook records "
+            f"none of it (smdebug profiles TensorFlow and PyTorch only; docs/debugger.md). Instead, {MXNET_INSTEAD}")
 
 
 def notes(configs: Mapping[str, Any]) -> list[str]:

@@ -10,7 +10,9 @@ formatting; tests/toolkit compares the two inside the image. Deliberate differen
 - SM_NETWORK_INTERFACE_NAME is the interface the job uses: the resource config's if it exists, else the
   default route's (SDK v3 local mode names "ethwe", which does not exist there);
 - the launcher's own keys (horovod_*, mpi_*) are not the program's hyperparameters;
-- sagemaker_mpi_enabled="False" is false (the toolkit takes any non-empty string as true).
+- the launcher's own switches (sagemaker_mpi_enabled, sagemaker_parameter_server_enabled,
+  sagemaker_distribution_instance_groups) are read as the launcher parsed them, the values it acts on:
+  "False" is false (the toolkit takes any non-empty string as true), and one set by an environment variable counts.
 
 Pure: everything comes from the parsed config, the host facts and the container's environment.
 """
@@ -30,12 +32,12 @@ TOOLKIT_OWN_KEYS = frozenset({
     "sagemaker_container_log_level", "sagemaker_job_name", "default_user_module_name", "_tuning_objective_metric",
     "sagemaker_s3_output",
 })
-# Framework params that put the current instance group among the distributed ones when no
-# sagemaker_distribution_instance_groups is given (the toolkit's list).
-DISTRIBUTION_ENABLING_KEYS = (
-    "sagemaker_parameter_server_enabled", "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled", "sagemaker_pytorch_xla_multi_worker_enabled",
-    "sagemaker_multi_worker_mirrored_strategy_enabled", "sagemaker_torch_distributed_enabled",
+# The toolkit's other framework params that put the current instance group among the distributed ones when no
+# sagemaker_distribution_instance_groups is given: other frameworks' distributions, which this image does not run.
+OTHER_DISTRIBUTION_KEYS = (
+    "sagemaker_distributed_dataparallel_enabled", "sagemaker_pytorch_ddp_enabled",
+    "sagemaker_pytorch_xla_multi_worker_enabled", "sagemaker_multi_worker_mirrored_strategy_enabled",
+    "sagemaker_torch_distributed_enabled",
 )
 LOG_LEVEL_INFO = 20
 
@@ -51,12 +53,13 @@ def format_value(value: Any) -> str:
 
 def distribution_instance_groups(config: TrainingConfig, current_group: str) -> Any:
     """The groups MPI spans, as the toolkit decides: sagemaker_distribution_instance_groups if given, else
-    the current group when distribution is enabled, else none."""
-    hps = config.hyperparameters
-    if "sagemaker_distribution_instance_groups" in hps:
-        return hps["sagemaker_distribution_instance_groups"]
-    # Strict for MPI ("False" is false here); the toolkit's truthiness for keys this image does not act on.
-    enabled = bool(config.settings.mpi_enabled) or any(hps.get(key) for key in DISTRIBUTION_ENABLING_KEYS)
+    the current group when distribution is enabled, else none. The launcher's settings as it parsed them; the
+    toolkit's truthiness only for the other frameworks' keys, which the launcher does not parse."""
+    settings = config.settings
+    if settings.distribution_instance_groups is not None:
+        return list(settings.distribution_instance_groups)
+    enabled = (bool(settings.mpi_enabled) or settings.parameter_server_enabled
+               or any(config.hyperparameters.get(key) for key in OTHER_DISTRIBUTION_KEYS))
     return [current_group] if enabled else []
 
 

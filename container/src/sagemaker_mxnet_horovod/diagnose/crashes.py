@@ -10,7 +10,7 @@ Two handlers write crash reports to a rank's stderr:
   prefix. A report of a signal raised inside another signal's handler holds the first signal's frames too:
   below the recurrence of its frame [0], the signal trampoline.
 mpirun --tag-output tags each piece Open MPI writes, so tags also appear mid-line. A report is longer than
-the stderr tail the launcher keeps, so CrashLog reads each line as it arrives (a supervise.Job stderr
+the stderr tail the launcher keeps, so CrashLog reads each line as it arrives (a supervise.JobProcess stderr
 observer).
 """
 
@@ -22,7 +22,8 @@ import re
 import signal
 from dataclasses import dataclass, field
 
-_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+from sagemaker_mxnet_horovod.core.failure import untag
+
 _OMPI_PREFIX = re.compile(r"^\[[\w.-]+:\d+\]\s*")
 _OMPI_START = "*** Process received signal ***"
 _OMPI_END = "*** End of error message ***"
@@ -81,7 +82,7 @@ class _Report:
 
 
 class CrashLog:
-    """Each rank's crash reports, read from its stderr line by line (a supervise.Job stderr observer)."""
+    """Each rank's crash reports, read from its stderr line by line (a supervise.JobProcess stderr observer)."""
 
     def __init__(self, on_first_report=None):
         self.reports: dict[int, list[_Report]] = {}
@@ -125,11 +126,6 @@ class CrashLog:
 
     def crashes(self) -> dict[int, NativeCrash]:
         return {rank: crash for rank in sorted(self.reports) if (crash := self.crash(rank))}
-
-
-def untag(line: str) -> str:
-    """Without mpirun's [job,rank]<stream>: tags, wherever they are in the line."""
-    return _TAG.sub("", line)
 
 
 def innermost_named_frame(frames: list[Frame]) -> Frame | None:

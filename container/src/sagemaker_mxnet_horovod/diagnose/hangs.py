@@ -20,18 +20,16 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from sagemaker_mxnet_horovod.diagnose.failure import rank_host
+from sagemaker_mxnet_horovod.core.failure import rank_host, untag
 from sagemaker_mxnet_horovod.diagnose.progress import MARKER
 
-# Horovod writes its log message in pieces, which mpirun --tag-output tags one by one, mid-line.
-_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 _MISSING_HEADER = "Missing ranks:"
 _MISSING_RANK = re.compile(r"^(\d+)(!?): \[(.*)\]$")
 _SHUTDOWN = re.compile(r"stalled for longer than (\d+) seconds\. Will shutdown")
 
 
 class StallLog:
-    """Follows Horovod's stall reports in the ranks' stderr (a supervise.Job stderr observer)."""
+    """Follows Horovod's stall reports in the ranks' stderr (a supervise.JobProcess stderr observer)."""
 
     def __init__(self, on_first_report=None):
         self.on_first_report = on_first_report  # callable(), once the first report of a stall is complete
@@ -40,7 +38,7 @@ class StallLog:
         self.shutdown_after_s: int | None = None
 
     def observe(self, rank: int, text: str) -> None:
-        line = _TAG.sub("", text).strip()
+        line = untag(text).strip()  # Horovod writes its message in pieces, each tagged
         if line == _MISSING_HEADER:
             self._block = {}
             return

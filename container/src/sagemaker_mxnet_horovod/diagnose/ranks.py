@@ -8,8 +8,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
-from sagemaker_mxnet_horovod.diagnose.failure import (
+from sagemaker_mxnet_horovod.core.failure import (
     Failure,
     describe_exit,
     error_line,
@@ -17,6 +16,7 @@ from sagemaker_mxnet_horovod.diagnose.failure import (
     shorten,
     signal_name,
 )
+from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
 
 _PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")

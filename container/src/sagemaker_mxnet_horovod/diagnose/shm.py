@@ -21,6 +21,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sagemaker_mxnet_horovod.core.plan import ShmBudget
 from sagemaker_mxnet_horovod.diagnose.memory import size_text
 
 MIB = 1 << 20
@@ -44,35 +45,25 @@ SYMPTOMS: tuple[tuple[re.Pattern, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class ShmBudget:
-    """This host's /dev/shm against the job's estimated need."""
 
-    size_bytes: int | None  # None: no /dev/shm here
-    need_bytes: int
-    parts: tuple[str, ...]  # what the need is made of, for people
-    loader_key: str | None = None  # the argument that sets the data-loader workers, when there are any
-    gpus: int = 0
 
-    @property
-    def short(self) -> bool:
-        return self.size_bytes is not None and self.size_bytes < self.need_bytes
+def suggested_size(budget: ShmBudget) -> str:
+    """A --shm-size that fits the need: whole GiB, at least 1."""
+    return f"{max(1, math.ceil(budget.need_bytes / GIB))}g"
 
-    def suggested_size(self) -> str:
-        """A --shm-size that fits the need: whole GiB, at least 1."""
-        return f"{max(1, math.ceil(self.need_bytes / GIB))}g"
 
-    def fixes(self) -> str:
-        size = self.suggested_size()
-        fixes = [f"a larger /dev/shm: docker run --shm-size={size} ({LOCAL_MODE_FIX.replace('1g', size)})"]
-        if self.loader_key:
-            fixes.append(f"fewer data-loader workers ({self.loader_key})")
-        if self.gpus > 1:
-            fixes.append("NCCL_SHM_DISABLE=1 in the job's environment (NCCL between GPUs without /dev/shm)")
-        return "; ".join(fixes)
+def fixes(budget: ShmBudget) -> str:
+    size = suggested_size(budget)
+    found = [f"a larger /dev/shm: docker run --shm-size={size} ({LOCAL_MODE_FIX.replace('1g', size)})"]
+    if budget.loader_key:
+        found.append(f"fewer data-loader workers ({budget.loader_key})")
+    if budget.gpus > 1:
+        found.append("NCCL_SHM_DISABLE=1 in the job's environment (NCCL between GPUs without /dev/shm)")
+    return "; ".join(found)
 
-    def describe_need(self) -> str:
-        return f"about {size_text(self.need_bytes)} ({', '.join(self.parts)})"
+
+def describe_need(budget: ShmBudget) -> str:
+    return f"about {size_text(budget.need_bytes)} ({', '.join(budget.parts)})"
 
 
 def loader_workers(program_args: Mapping[str, str], declared: tuple[str, int] | None) -> tuple[int, str | None]:
@@ -110,9 +101,9 @@ def start_warning(budget: ShmBudget) -> str | None:
     """The start log's warning when /dev/shm is smaller than the job's need."""
     if not budget.short:
         return None
-    return (f"WARNING: /dev/shm is {size_text(budget.size_bytes)}, less than the {budget.describe_need()} this job "
+    return (f"WARNING: /dev/shm is {size_text(budget.size_bytes)}, less than the {describe_need(budget)} this job "
             "needs: ranks can die with 'Bus error', 'received 0 items of ancdata' or NCCL's 'unhandled system "
-            f"error'. Fix: {budget.fixes()}")
+            f"error'. Fix: {fixes(budget)}")
 
 
 @dataclass(frozen=True)
@@ -155,12 +146,12 @@ def cause(symptom: Symptom, where: str, budget: ShmBudget, size_bytes: int | Non
     if size_bytes is None or (size_bytes >= budget.need_bytes and size_bytes >= AMPLE):
         return None
     if size_bytes < budget.need_bytes:
-        need = f"smaller than the {budget.describe_need()} this job needs by the launcher's estimate"
+        need = f"smaller than the {describe_need(budget)} this job needs by the launcher's estimate"
     else:
-        need = (f"above the launcher's estimate of {budget.describe_need()}, but batches larger than it assumes "
+        need = (f"above the launcher's estimate of {describe_need(budget)}, but batches larger than it assumes "
                 "need more")
     return (f"/dev/shm too small: {where} died of {symptom.meaning} ({symptom.line[:120]!r}); /dev/shm there is "
-            f"{size_text(size_bytes)}, {need}. Fix: {budget.fixes()}")
+            f"{size_text(size_bytes)}, {need}. Fix: {fixes(budget)}")
 
 
 def process_cause(where: str, tail: Sequence[str], returncode: int, budget: ShmBudget | None) -> str | None:

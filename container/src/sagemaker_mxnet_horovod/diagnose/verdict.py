@@ -1,4 +1,4 @@
-"""The job's verdict: from how the job's process ended (act/supervise.JobResult) and what the watches saw, the
+"""The job's verdict: from how the job's process ended (core/outcome.JobResult) and what the watches saw, the
 one Failure the failure file reports, or None when the job succeeded.
 
 How it ended gives the failure (ranks.py: which rank, how, its error); a finding of the launcher's own, when one
@@ -12,26 +12,29 @@ import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
-from sagemaker_mxnet_horovod.act.supervise import JobResult
+from sagemaker_mxnet_horovod.core.failure import Failure, describe_exit, exit_status, rank_host
+from sagemaker_mxnet_horovod.core.outcome import JobResult
+from sagemaker_mxnet_horovod.core.plan import Plan
+from sagemaker_mxnet_horovod.core.stop import stopped
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.failure import Failure, describe_exit, exit_status, rank_host
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog, hang_cause
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause
 from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, process_failure, rank_failure
-from sagemaker_mxnet_horovod.plan.job_plan import Plan
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What the diagnosis reads: the plan, how the job ended, what the stderr watches saw as it ran, and what
-    each host reported about itself (its memory, its /dev/shm: host_report.py)."""
+    each host reported about itself (its memory, its /dev/shm: host_report.py). under_mpirun: the job's process was
+    mpirun, whose output is tagged by rank and which reports the first failed rank; else it was the program."""
 
     plan: Plan
     result: JobResult
     stall_log: StallLog
     crash_log: CrashLog
     hosts: Mapping[str, HostReport] = field(default_factory=dict)
+    under_mpirun: bool = True
 
 
 def launcher_abort(evidence: Evidence) -> str | None:
@@ -49,7 +52,7 @@ def hang_watch(evidence: Evidence) -> str | None:
 def sigkilled(evidence: Evidence) -> tuple[str, str] | None:
     """(host, 'rank 1' or the program's name) of the process killed by SIGKILL that ended the job, if one did."""
     plan, result = evidence.plan, evidence.result
-    if not plan.use_mpi:
+    if not evidence.under_mpirun:
         return (plan.current_host, plan.program.name) if result.returncode == -signal.SIGKILL else None
     report = parse_mpirun_report(result.untagged_tail)
     if report and report.rank is not None and report.signal_number == signal.SIGKILL:
@@ -76,14 +79,14 @@ def shm_too_small(evidence: Evidence) -> str | None:
     if symptom is None or plan.shm is None:
         return None
     rank = symptom.rank
-    if rank is None and plan.use_mpi:  # in mpirun's report ("exited on signal 7"), which names the rank
+    if rank is None and evidence.under_mpirun:  # in mpirun's report ("exited on signal 7"), which names the rank
         report = parse_mpirun_report(result.untagged_tail)
         rank = report.rank if report else None
     if rank is None:
         host, where = plan.current_host, "a rank"
     else:
         host = rank_host(plan.rank_hosts, rank, plan.current_host)
-        where = f"rank {rank} on {host}" if plan.use_mpi else f"{plan.program.name} on {host}"
+        where = f"rank {rank} on {host}" if evidence.under_mpirun else f"{plan.program.name} on {host}"
     report = evidence.hosts.get(host)
     return shm.cause(symptom, where, plan.shm, report.shm_bytes if report else plan.shm.size_bytes)
 
@@ -92,24 +95,32 @@ FINDINGS: tuple[Callable[[Evidence], str | None], ...] = (out_of_memory, shm_too
 
 
 def how_it_ended(evidence: Evidence) -> Failure:
-    """The failure as the job's process reports it: a stop, a failed rank (MPI), or the failed program."""
+    """The failure as the job's process reports it: a failed rank (under mpirun), or the failed program."""
     plan, result = evidence.plan, evidence.result
-    if result.stopped_by_signal is not None:
-        return Failure(f"stopped by {signal.Signals(result.stopped_by_signal).name} (SageMaker stop or spot "
-                       f"interruption); the job {describe_exit(result.returncode)}"
-                       + ("; killed after the grace period" if result.killed_after_grace else ""),
-                       host=plan.current_host, signal_number=result.stopped_by_signal)
-    if plan.use_mpi:
+    if evidence.under_mpirun:
         return rank_failure(result.returncode, parse_mpirun_report(result.untagged_tail), plan.rank_hosts,
                             result.rank_stderr, result.untagged_tail, evidence.crash_log.crashes())
     return process_failure(plan.program.name, plan.current_host, result.returncode, result.rank_stderr.get(0, ()),
                            evidence.crash_log.crash(0))
 
 
+def stopped_job(evidence: Evidence) -> Failure:
+    """A stopped job, as the stop path says it (exit 143, whatever the job's process exited with), and how the job's
+    process ended."""
+    result = evidence.result
+    return stopped(result.stopped_by_signal, f"the job {describe_exit(result.returncode)}"
+                   + ("; killed after the grace period" if result.killed_after_grace else ""),
+                   host=evidence.plan.current_host)
+
+
 def job_failure(evidence: Evidence) -> Failure | None:
-    """None when the job exited 0; else why it failed, with train's exit code (the job's own)."""
+    """None when the job exited 0 unstopped; else why it failed: stopped (exit 143), or with train's exit code the
+    job's own."""
     code = exit_status(evidence.result.returncode)
-    if code == 0:
+    if evidence.result.stopped_by_signal is not None:
+        failure = stopped_job(evidence)
+    elif code == 0:
         return None
-    finding = next((found for find in FINDINGS if (found := find(evidence))), None)
-    return replace(how_it_ended(evidence), exit_code=code).with_finding(finding)
+    else:
+        failure = replace(how_it_ended(evidence), exit_code=code)
+    return failure.with_finding(next((found for find in FINDINGS if (found := find(evidence))), None))

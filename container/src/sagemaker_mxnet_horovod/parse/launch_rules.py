@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
-from sagemaker_mxnet_horovod.exits import PlanError
+from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.values import parse_bool
 
 DEFAULT_ENTRYPOINTS_DIR = "/opt/entrypoints"

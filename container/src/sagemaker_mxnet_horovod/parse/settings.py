@@ -1,55 +1,21 @@
-"""The launcher's own settings: hyperparameters with a launcher prefix (or the environment), each declared once
-in KNOBS with its parser, into frozen LauncherSettings. The hyperparameter wins over the environment (the key
-upper-cased, or the knob's own names), which wins over the default."""
+"""The launcher's own settings: hyperparameters with a launcher prefix (or the environment), each declared once, as
+a field of LauncherSettings: its name, its type, its default and its knob (the hyperparameter, the parser that
+checks it, why the launcher has it, its environment variables). The hyperparameter wins over the environment (the
+key upper-cased, or the knob's own names), which wins over the default."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.resource_config import parse_instance_group_names
 from sagemaker_mxnet_horovod.parse.values import parse_bool, parse_float, parse_int, parse_rank_set
 
 # Hyperparameter prefixes the launcher consumes; keys with them never reach the training program.
 LAUNCHER_PREFIXES = ("sagemaker_", "horovod_", "mpi_")
-
-DEFAULT_PEER_TIMEOUT_S = 300.0
-DEFAULT_HANDSHAKE_PORT = 7420
-# A Horovod collective some ranks wait on while others never submit it ends the job after this long. An hour
-# of every other rank idle is far beyond a healthy job's one-rank work (validation or a checkpoint on rank 0,
-# a slow first step) and far below SageMaker's default MaxRuntimeInSeconds (a day). See docs/hangs.md.
-DEFAULT_STALL_TIMEOUT_S = 3600.0
-# The parameter server's scheduler port: AWS's MXNet toolkit's default for its `_ps_port` hyperparameter.
-DEFAULT_PS_PORT = 8000
-
-
-@dataclass(frozen=True)
-class LauncherSettings:
-    """Knobs the launcher consumes (hyperparameters with a launcher prefix, or the environment)."""
-
-    program: str | None = None
-    submit_directory: str | None = None
-    mpi_enabled: bool | None = None  # None: decided by the process count
-    processes_per_host: int | None = None
-    custom_mpi_options: tuple[str, ...] = ()  # for mpirun, without the toolkit's own --NCCL_DEBUG
-    nccl_debug: str | None = None  # --NCCL_DEBUG in custom_mpi_options (the toolkit's option)
-    parameter_server_enabled: bool = False  # MXNet's own distribution: scheduler, servers, kvstore workers
-    parameter_server_num_servers: int | None = None  # servers in all; None: one per host, as AWS's toolkit
-    parameter_server_port: int = DEFAULT_PS_PORT  # the scheduler's port (AWS's `_ps_port`)
-    parameter_server_verbose: int | None = None  # ps-lite's PS_VERBOSE (AWS's `_ps_verbose`)
-    peer_timeout_s: float = DEFAULT_PEER_TIMEOUT_S
-    handshake_port: int = DEFAULT_HANDSHAKE_PORT
-    horovod_autotune: bool = False
-    horovod_timeline: bool = False
-    horovod_fusion_threshold_mb: float | None = None
-    horovod_cycle_time_ms: float | None = None
-    distribution_instance_groups: tuple[str, ...] | None = None  # None: not set (the current host's group)
-    stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S  # 0: Horovod only warns about stalls
-    progress_timeout_s: float = 0.0  # 0: off; a rank idle this long (diagnose/progress.py) ends the job
-    console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
 
 
 def text(key: str, value: Any) -> str | None:
@@ -74,6 +40,16 @@ def at_least(parse: Callable[..., Any], minimum: float) -> Callable[[str, Any], 
     return lambda key, value: parse(key, value, minimum)
 
 
+GRADIENT_COMPRESSIONS = ("none", "fp16")  # Horovod's MXNet compressors
+
+
+def gradient_compression(key: str, value: Any) -> str:
+    choice = str(value).strip().lower()
+    if choice not in GRADIENT_COMPRESSIONS:
+        raise ConfigError(f"hyperparameter {key}={value!r}: choose one of {', '.join(GRADIENT_COMPRESSIONS)}")
+    return choice
+
+
 def mpi_options(key: str, value: Any) -> tuple[str, ...]:
     """Split as a shell would, quoting kept (`-x 'MSG=a b'` stays one argument)."""
     if not value:
@@ -86,9 +62,12 @@ def mpi_options(key: str, value: Any) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Knob:
-    key: str  # the hyperparameter
-    field: str  # the LauncherSettings field it sets
+    """How a setting is given: its hyperparameter, its parser (the value's type, checked: a bad value is a
+    ConfigError naming key and value), why the launcher has it, and its environment variables."""
+
+    key: str
     parse: Callable[[str, Any], Any]  # (key, value) -> the field's value; raises ConfigError naming both
+    why: str
     env: tuple[str, ...] | None = None  # its environment names; None: the key upper-cased
 
     def raw(self, hps: Mapping[str, Any], env: Mapping[str, str]) -> Any:
@@ -98,33 +77,71 @@ class Knob:
         return next((env[name] for name in names if name in env), None)
 
 
-# In the order they are checked: the first invalid one is the error reported.
-KNOBS: tuple[Knob, ...] = (
-    # SDK v2's distribution={'parameter_server': {'enabled': True}}: MXNet's kvstore 'dist_sync' and friends.
-    Knob("sagemaker_parameter_server_enabled", "parameter_server_enabled", parse_bool),
-    Knob("sagemaker_parameter_server_num_servers", "parameter_server_num_servers", at_least(parse_int, 1)),
-    # AWS's MXNet toolkit's own names (no launcher prefix: as there, they also reach the program).
-    Knob("_ps_port", "parameter_server_port", tcp_port, env=()),
-    Knob("_ps_verbose", "parameter_server_verbose", ps_verbosity, env=()),
-    Knob("sagemaker_mpi_custom_mpi_options", "custom_mpi_options", mpi_options),
-    Knob("sagemaker_program", "program", text, env=("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT")),
-    Knob("sagemaker_submit_directory", "submit_directory", text),
-    Knob("sagemaker_mpi_enabled", "mpi_enabled", parse_bool),
-    Knob("sagemaker_mpi_num_of_processes_per_host", "processes_per_host", at_least(parse_int, 1)),
-    Knob("mpi_peer_timeout_s", "peer_timeout_s", at_least(parse_float, 1)),
-    Knob("mpi_handshake_port", "handshake_port", tcp_port),
-    Knob("horovod_autotune", "horovod_autotune", parse_bool),
+def knob(key: str, parse: Callable[[str, Any], Any], default: Any, why: str, env: tuple[str, ...] | None = None):
+    """A setting's field of LauncherSettings: its default, and its Knob."""
+    return field(default=default, metadata={"knob": Knob(key, parse, why, env)})
+
+
+@dataclass(frozen=True)
+class LauncherSettings:
+    """The settings the launcher consumes, in the order they are checked: the first invalid one is the error
+    reported."""
+
+    parameter_server_enabled: bool = knob(
+        "sagemaker_parameter_server_enabled", parse_bool, False,
+        "MXNet's own distribution (scheduler, servers, kvstore workers): SDK v2's distribution={'parameter_server': ...}")
+    parameter_server_num_servers: int | None = knob(
+        "sagemaker_parameter_server_num_servers", at_least(parse_int, 1), None,
+        "servers in all; unset: one per host, as AWS's MXNet toolkit")
+    # AWS's MXNet toolkit's own names (no launcher prefix: as there, they also reach the program), no variable.
+    parameter_server_port: int = knob("_ps_port", tcp_port, 8000, "the scheduler's port, AWS's name and default", env=())
+    parameter_server_verbose: int | None = knob("_ps_verbose", ps_verbosity, None, "ps-lite's PS_VERBOSE, AWS's name",
+                                                env=())
+    custom_mpi_options: tuple[str, ...] = knob(
+        "sagemaker_mpi_custom_mpi_options", mpi_options, (),
+        "extra mpirun arguments (the toolkit's --NCCL_DEBUG taken out: nccl_debug)")
+    program: str | None = knob("sagemaker_program", text, None, "the built-in program or the user's entry point",
+                               env=("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT"))
+    submit_directory: str | None = knob("sagemaker_submit_directory", text, None,
+                                        "the user's code: a directory or an s3:// tarball")
+    mpi_enabled: bool | None = knob("sagemaker_mpi_enabled", parse_bool, None,
+                                    "MPI or not; unset: MPI when the job has more than one process")
+    processes_per_host: int | None = knob("sagemaker_mpi_num_of_processes_per_host", at_least(parse_int, 1), None,
+                                          "ranks (or parameter-server workers) per host; unset: one per GPU, else 1")
+    peer_timeout_s: float = knob("mpi_peer_timeout_s", at_least(parse_float, 1), 300.0,
+                                 "how long the master waits for every worker to check in, and workers for the master")
+    handshake_port: int = knob("mpi_handshake_port", tcp_port, 7420, "the master's check-in port")
+    horovod_autotune: bool = knob("horovod_autotune", parse_bool, False, "Horovod's autotuning, its log uploaded")
     # HOROVOD_TIMELINE in the environment is Horovod's own variable (a file path, e.g. AWS's blog posts'
     # /opt/ml/output/timeline.json), passed to the ranks as it is; the knob is a hyperparameter only.
-    Knob("horovod_timeline", "horovod_timeline", parse_bool, env=()),
-    Knob("horovod_fusion_threshold_mb", "horovod_fusion_threshold_mb", at_least(parse_float, 0)),
-    Knob("horovod_cycle_time_ms", "horovod_cycle_time_ms", at_least(parse_float, 0)),
-    Knob("sagemaker_distribution_instance_groups", "distribution_instance_groups", parse_instance_group_names),
-    Knob("horovod_stall_timeout_s", "stall_timeout_s", at_least(parse_float, 0)),
-    Knob("mpi_progress_timeout_s", "progress_timeout_s", at_least(parse_float, 0)),
-    Knob("mpi_console_ranks", "console_ranks", parse_rank_set),
-)
-KNOWN_KEYS = frozenset(knob.key for knob in KNOBS)
+    horovod_timeline: bool = knob("horovod_timeline", parse_bool, False, "Horovod's timeline, uploaded", env=())
+    horovod_fusion_threshold_mb: float | None = knob("horovod_fusion_threshold_mb", at_least(parse_float, 0), None,
+                                                     "HOROVOD_FUSION_THRESHOLD; unset: Horovod's")
+    horovod_cycle_time_ms: float | None = knob("horovod_cycle_time_ms", at_least(parse_float, 0), None,
+                                               "HOROVOD_CYCLE_TIME; unset: Horovod's")
+    # Opt-in: on CPU hosts the casts cost more than the halved bytes save (docs/benchmarks.md, emulated links).
+    horovod_gradient_compression: str = knob(
+        "horovod_gradient_compression", gradient_compression, "none",
+        "what hvd.DistributedTrainer compresses gradients to where the script does not choose (fp16: half the bytes)")
+    distribution_instance_groups: tuple[str, ...] | None = knob(
+        "sagemaker_distribution_instance_groups", parse_instance_group_names, None,
+        "the instance groups MPI spans; unset: the current host's group")
+    # An hour of every other rank idle is far beyond a healthy job's one-rank work (validation or a checkpoint on
+    # rank 0, a slow first step) and far below SageMaker's default MaxRuntimeInSeconds (a day). See docs/hangs.md.
+    stall_timeout_s: float = knob("horovod_stall_timeout_s", at_least(parse_float, 0), 3600.0,
+                                  "a collective some ranks never submit ends the job after this long; 0: warnings only")
+    progress_timeout_s: float = knob("mpi_progress_timeout_s", at_least(parse_float, 0), 0.0,
+                                     "a rank idle this long (diagnose/progress.py) ends the job; 0: off")
+    console_ranks: frozenset[int] | None = knob("mpi_console_ranks", parse_rank_set, None,
+                                                "the ranks whose output reaches the console; unset: all")
+    # Not a knob: the toolkit's own option, --NCCL_DEBUG in sagemaker_mpi_custom_mpi_options (split_nccl_debug).
+    nccl_debug: str | None = None
+
+
+# (field, knob) of every setting given by a knob, in the order they are checked.
+KNOBS: tuple[tuple[str, Knob], ...] = tuple((f.name, f.metadata["knob"]) for f in fields(LauncherSettings)
+                                            if "knob" in f.metadata)
+KNOWN_KEYS = frozenset(given.key for _, given in KNOBS)
 # Set by the SDK for every job; meaningless to this launcher, so not worth a warning.
 IGNORED_KEYS = frozenset({
     "sagemaker_container_log_level",
@@ -169,12 +186,12 @@ def unknown_key_warnings(hps: Mapping[str, Any]) -> list[str]:
 def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> tuple[LauncherSettings, list[str]]:
     """The settings, and a warning for each unknown launcher key. An empty value counts as not set."""
     values: dict[str, Any] = {}
-    for knob in KNOBS:
-        raw = knob.raw(hps, env)
+    for name, given in KNOBS:
+        raw = given.raw(hps, env)
         if raw is not None and raw != "":
-            parsed = knob.parse(knob.key, raw)
+            parsed = given.parse(given.key, raw)
             if parsed is not None:
-                values[knob.field] = parsed
+                values[name] = parsed
     values["nccl_debug"], values["custom_mpi_options"] = split_nccl_debug(values.get("custom_mpi_options", ()))
     check_one_distribution(values)
     return LauncherSettings(**values), unknown_key_warnings(hps)

@@ -1,6 +1,7 @@
 """The job's configuration, parsed once: SageMaker's three config files (with SM_* overrides), the launcher's
-settings and the built-in program's launch rules, as one frozen TrainingConfig. A Debugger or Profiler
-configuration the job carries is a note of what this image does with it (compat/debugger.py).
+settings and the built-in program's launch rules, as one frozen TrainingConfig. The Debugger and Profiler
+configurations the job carries are kept as read (cli.py reads them with compat/debugger.py, the planner notes what
+this image does with them).
 
 parse_training_config is pure but for loading a built-in program's launch module; load_training_config reads
 the files. Errors are ConfigError with a message that names the file, key and value at fault.
@@ -15,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sagemaker_mxnet_horovod.compat import debugger
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.input_config import Channel, parse_input_data_config
 from sagemaker_mxnet_horovod.parse.launch_rules import (
     DEFAULT_ENTRYPOINTS_DIR,
@@ -62,6 +62,8 @@ class TrainingConfig:
     launch: LaunchRules = field(default_factory=LaunchRules)  # the built-in program's; none for a user's
     single_process: SingleProcessRequest | None = None  # a launch rule the arguments switch on
     parameter_server: ParameterServerRequest | None = None  # the program's argument that decides its kvstore
+    # The job's Debugger and Profiler configuration files, by name, as read (compat/debugger.read_configs).
+    debugger_configs: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def program_argv(self) -> list[str]:
@@ -96,8 +98,8 @@ def is_program_hyperparameter(key: str) -> bool:
     return not key.startswith(LAUNCHER_PREFIXES) and key not in TOOLKIT_RESERVED_KEYS
 
 
-def load_training_config(env: Mapping[str, str] | None = None,
-                         entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR) -> TrainingConfig:
+def load_training_config(env: Mapping[str, str] | None = None, entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR,
+                         debugger_configs: Mapping[str, Any] | None = None) -> TrainingConfig:
     """Read /opt/ml/input/config/*.json (root from SAGEMAKER_BASE_DIR) with SM_* overrides."""
     env = os.environ if env is None else env
     paths = Paths(Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml")))
@@ -109,7 +111,7 @@ def load_training_config(env: Mapping[str, str] | None = None,
         input_data=load_json(config_dir / "inputdataconfig.json", required=False),
         env=env,
         entrypoints_dir=entrypoints_dir,
-        debugger_configs=debugger.read_configs(config_dir),
+        debugger_configs=debugger_configs,
     )
 
 
@@ -132,7 +134,8 @@ def parse_training_config(
         program_args=program_args,
         settings=settings,
         channels=channels,
-        warnings=(*warnings, *debugger.notes(debugger_configs or {})),
+        warnings=tuple(warnings),
+        debugger_configs=dict(debugger_configs or {}),
         raw_resource_config=resource_data if isinstance(resource_data, dict) else {},
         raw_input_data_config=input_data if isinstance(input_data, dict) else {},
         launch=launch,

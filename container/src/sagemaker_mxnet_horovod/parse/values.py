@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sagemaker_mxnet_horovod.exits import ConfigError
+from sagemaker_mxnet_horovod.core.exits import ConfigError
 
 _TRUE = {"true", "1"}
 _FALSE = {"false", "0"}

@@ -1,14 +1,15 @@
 """Environment rules: the variables the launcher sets for every rank, each with its reason.
 
-A rule reads the Job and returns Settings (a variable, its value, why) and notes for the start log. A variable
+A rule reads the planner's inputs (PlanInputs: the config, this host's facts, the container's environment, the
+layout, the program) and returns Settings (a variable, its value, why) and notes for the start log. A variable
 in the container's environment (the job's `environment`, i.e. the user's) wins over a rule's default; the
 start log says so. RULES lists every job's rules in the order the start log shows them; a backend's own rules
-(plan/backends) follow them.
+(Backend.rules, in its folder of backends/) follow them.
 
-Adding a default is a rule and a line in RULES, e.g.:
+Adding a default is a rule and a line in RULES (or in a backend's rules, for its jobs only), e.g.:
 
-    def horovod_cycle_time_on_cpu(job: Job) -> list[Setting]:
-        if job.facts.gpu_count or not job.layout.use_mpi:
+    def horovod_cycle_time_on_cpu(job: PlanInputs) -> list[Setting]:
+        if job.facts.gpu_count:
             return []
         return [Setting("HOROVOD_CYCLE_TIME", "5", "measured: ...")]
 """
@@ -19,23 +20,25 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from sagemaker_mxnet_horovod.core.exits import PlanError
+from sagemaker_mxnet_horovod.core.plan import Program, ShmBudget
 from sagemaker_mxnet_horovod.diagnose import shm
-from sagemaker_mxnet_horovod.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.layout import Layout
-from sagemaker_mxnet_horovod.plan.programs import Program
 
 
 @dataclass(frozen=True)
-class Job:
-    """Everything a rule may read."""
+class PlanInputs:
+    """The planner's inputs: everything a rule may read."""
 
     config: TrainingConfig
     facts: HostFacts
     base_env: Mapping[str, str]  # the container's environment
     layout: Layout
     program: Program
+    # The backend's ranks' collectives use /dev/shm (Backend.collectives_in_shm): Open MPI's segments, NCCL's.
+    collectives_in_shm: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,10 @@ class Setting:
     user_wins: bool = True
 
 
-Rule = Callable[[Job], "list[Setting | str]"]  # a str is a note for the start log
+Rule = Callable[[PlanInputs], "list[Setting | str]"]  # a str is a note for the start log
 
 
-def apply_rules(rules: tuple[Rule, ...], job: Job) -> tuple[dict[str, str], list[str]]:
+def apply_rules(rules: tuple[Rule, ...], job: PlanInputs) -> tuple[dict[str, str], list[str]]:
     """The variables to set on top of the container's environment, and a note for each, in rule order."""
     env: dict[str, str] = {}
     notes: list[str] = []
@@ -76,7 +79,7 @@ def apply_rules(rules: tuple[Rule, ...], job: Job) -> tuple[dict[str, str], list
 WARM_POOL_CACHE_VAR = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 
 
-def warm_pool_cache(job: Job) -> list[Setting]:
+def warm_pool_cache(job: PlanInputs) -> list[Setting]:
     """Downloads a warm-pool job can keep for the next one: pip's cache (the wheels of the user's
     requirements.txt), MXNet's data home (MXNET_HOME: GluonCV's and Gluon's pretrained weights) and, on GPU hosts,
     CUDA's JIT cache: MXNet compiles its fused pointwise kernels with NVRTC in every process and the driver turns
@@ -91,13 +94,13 @@ def warm_pool_cache(job: Job) -> list[Setting]:
     return kept
 
 
-def program_environment(job: Job) -> list[Setting]:
+def program_environment(job: PlanInputs) -> list[Setting]:
     """The program's own defaults, from its launch module (e.g. R-CNN's MXNet settings on GPUs)."""
     return [Setting(name, value, why) for name, value, why in job.config.launch.environment(job.program.name,
                                                                                      job.facts.gpu_count)]
 
 
-def horovod_hyperparameters(job: Job) -> list[Setting]:
+def horovod_hyperparameters(job: PlanInputs) -> list[Setting]:
     """The launcher's Horovod hyperparameters, as Horovod's variables; its files go where SageMaker uploads."""
     settings, output = job.config.settings, job.config.paths.output_data_dir
     found = []
@@ -111,6 +114,12 @@ def horovod_hyperparameters(job: Job) -> list[Setting]:
                              "horovod_fusion_threshold_mb"))
     if settings.horovod_cycle_time_ms is not None:
         found.append(Setting("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", "horovod_cycle_time_ms"))
+    if settings.horovod_gradient_compression != "none":
+        # Read inside every rank by the image's sagemaker_mxnet_compression.pth; the knob already chose between
+        # the hyperparameter and this same variable in the environment.
+        found.append(Setting("HOROVOD_GRADIENT_COMPRESSION", settings.horovod_gradient_compression,
+                             "horovod_gradient_compression: hvd.DistributedTrainer without compression= compresses "
+                             "gradients for their allreduce", user_wins=False))
     return found
 
 
@@ -138,12 +147,12 @@ def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tu
     return rules
 
 
-def hang_watch(job: Job) -> list[Setting]:
+def hang_watch(job: PlanInputs) -> list[Setting]:
     settings = job.config.settings
     return [Setting(*rule) for rule in hang_watch_env(settings.stall_timeout_s, settings.progress_timeout_s)]
 
 
-def shm_budget(job: Job) -> shm.ShmBudget:
+def shm_budget(job: PlanInputs) -> ShmBudget:
     """This host's /dev/shm against what the job needs there: its ranks (a parameter-server job's workers), their
     data-loader workers, its GPUs."""
     layout = job.layout
@@ -151,11 +160,12 @@ def shm_budget(job: Job) -> shm.ShmBudget:
     if declared and callable(declared[1]):  # the program picks its default from the host: ask it the same way
         declared = (declared[0], declared[1](job.facts.gpu_count, layout.processes_per_host, job.facts.cpu_count))
     workers, key = shm.loader_workers(job.config.program_args, declared)
-    gpus = min(job.facts.gpu_count, layout.processes_per_host) if layout.use_mpi else 0
-    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=layout.use_mpi)
+    mpi = job.collectives_in_shm
+    gpus = min(job.facts.gpu_count, layout.processes_per_host) if mpi else 0
+    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=mpi)
 
 
-def shm_size_check(job: Job) -> list[str]:
+def shm_size_check(job: PlanInputs) -> list[str]:
     """A warning, with the fixes, when /dev/shm is smaller than the job needs (Docker's default is 64 MiB)."""
     warning = shm.start_warning(shm_budget(job))
     return [warning] if warning else []
@@ -192,7 +202,7 @@ def check_gpus_supported(facts: HostFacts, base_env: Mapping[str, str]) -> None:
         raise PlanError(problem)
 
 
-def fusion_off_on_old_drivers(job: Job) -> list[Setting]:
+def fusion_off_on_old_drivers(job: PlanInputs) -> list[Setting]:
     facts = job.facts
     if not facts.gpu_count or not facts.nvidia_driver_version:
         return []
@@ -202,7 +212,7 @@ def fusion_off_on_old_drivers(job: Job) -> list[Setting]:
                                              "cannot load the PTX of MXNet's runtime-compiled fused kernels")]
 
 
-def nccl_debug(job: Job) -> list[Setting]:
+def nccl_debug(job: PlanInputs) -> list[Setting]:
     """NCCL_DEBUG: `--NCCL_DEBUG=X` in sagemaker_mpi_custom_mpi_options sets it on every rank, over the
     environment (the toolkit passes it as `-x NCCL_DEBUG=X`). Otherwise WARN on GPU hosts, where the toolkit
     defaults to INFO: INFO prints NCCL's setup from every rank at every start (dozens of lines per GPU) into
@@ -220,7 +230,7 @@ def nccl_debug(job: Job) -> list[Setting]:
 
 
 # The rules of every job, in the order the start log shows them; each backend adds its own after these
-# (plan/backends: mpi.RULES).
+# (Backend.rules).
 RULES: tuple[Rule, ...] = (
     warm_pool_cache,
     fusion_off_on_old_drivers,

@@ -1,12 +1,12 @@
 """Layout rules: which hosts run this host's job, how many processes each, whether over MPI or MXNet's parameter
 servers, on which interface. Each rule returns its decision and the notes that say why; `plan_layout` applies
-them in order."""
+them in order. The layout says what the job asks for; which backend runs it is backends/registry.py's choice."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sagemaker_mxnet_horovod.exits import PlanError
+from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 
@@ -26,9 +26,9 @@ class Layout:
     parameter_server: bool = False  # MXNet's own distribution: scheduler, servers and kvstore workers
 
     @property
-    def backend(self) -> str:
-        """How the job's processes start (plan/backends): mpi, parameter_server or single."""
-        return "mpi" if self.use_mpi else "parameter_server" if self.parameter_server else "single"
+    def distributed(self) -> bool:
+        """Its hosts run one job together (over MPI or the parameter servers), as this host's role says."""
+        return self.use_mpi or self.parameter_server
 
     @property
     def total_processes(self) -> int:
@@ -38,7 +38,7 @@ class Layout:
     def role(self) -> str:
         """single: run the program here; master: run mpirun, or coordinate a parameter-server job (its first host);
         worker: serve the master's mpirun, or run this host's parameter-server processes under the master."""
-        if self.backend == "single":
+        if not self.distributed:
             return "single"
         return "master" if self.current_host == self.master_host else "worker"
 

@@ -3,21 +3,11 @@ as the sagemaker-training toolkit runs it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.exits import PlanError
+from sagemaker_mxnet_horovod.core.exits import PlanError
+from sagemaker_mxnet_horovod.core.plan import Program
 from sagemaker_mxnet_horovod.parse.training_config import BUILTIN_PROGRAMS, TrainingConfig
-
-
-@dataclass(frozen=True)
-class Program:
-    name: str
-    argv: tuple[str, ...]  # the program and its arguments, as each rank runs it
-    builtin: bool
-    submit_directory: str | None = None  # local dir or s3:// tarball to fetch into code_dir first
-    code_dir: str | None = None
-    kind: str = "script"  # a user's entry point: "script" (python FILE), "package" (python -m) or "command"
 
 
 def user_entry_point_kind(name: str, code_is_package: bool) -> str:

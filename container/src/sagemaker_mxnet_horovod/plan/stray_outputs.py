@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from sagemaker_mxnet_horovod.core.plan import StrayOutput
 from sagemaker_mxnet_horovod.parse.paths import Paths
 
 # Variables whose value is a file Horovod writes, when set in the job's environment.
@@ -24,17 +24,14 @@ UPLOADED = ("data", "failure", "success", "intermediate", "tensorboard")
 SWITCHES = {"HOROVOD_TIMELINE": "horovod_timeline: true", "HOROVOD_AUTOTUNE_LOG": "horovod_autotune: true"}
 
 
-@dataclass(frozen=True)
-class StrayOutput:
-    variable: str
-    path: str  # where the job writes it
-    copy_to: str  # where SageMaker uploads it from
 
-    def warning(self, paths: Paths) -> str:
-        switch = f" (or the hyperparameter {SWITCHES[self.variable]})" if self.variable in SWITCHES else ""
-        return (f"WARNING {self.variable}={self.path} is outside {paths.output_data_dir}, the only part of "
-                f"{paths.output_dir} SageMaker uploads (output.tar.gz): this launcher copies it to {self.copy_to} "
-                f"when the job ends; write it there directly with {self.variable}={self.copy_to}{switch}")
+
+def warning(stray: StrayOutput, paths: Paths) -> str:
+    """The start log's warning, with the fix."""
+    switch = f" (or the hyperparameter {SWITCHES[stray.variable]})" if stray.variable in SWITCHES else ""
+    return (f"WARNING {stray.variable}={stray.path} is outside {paths.output_data_dir}, the only part of "
+            f"{paths.output_dir} SageMaker uploads (output.tar.gz): this launcher copies it to {stray.copy_to} "
+            f"when the job ends; write it there directly with {stray.variable}={stray.copy_to}{switch}")
 
 
 def stray_path(paths: Paths, value: str) -> str | None:

@@ -8,7 +8,7 @@ import time
 
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.master import Master
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 JOB_KEY = "ssh-ed25519 AAAAjobkey sagemaker-cluster"
 

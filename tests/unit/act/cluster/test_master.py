@@ -14,7 +14,7 @@ import pytest
 from handshake_peers import JOB_KEY, checked_in_worker, connect_worker, free_port, gathering
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.master import Master
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 
 @pytest.fixture

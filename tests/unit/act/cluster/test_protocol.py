@@ -5,7 +5,7 @@ import socket
 
 import pytest
 from sagemaker_mxnet_horovod.act.cluster.protocol import Connection
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 
 import pytest
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd, generate_key
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 
 def test_a_fresh_ed25519_key_pair_each_time(tmp_path):

@@ -21,9 +21,9 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
     check_in,
     check_in_without_ssh,
 )
+from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, STOP_GRACE_S, ClusterError
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
-from sagemaker_mxnet_horovod.exits import EXIT_STOPPED, STOP_GRACE_S, ClusterError
 from test_ssh import banner_server
 
 
@@ -182,8 +182,8 @@ def test_a_stop_gives_the_master_the_grace_to_report_then_ends_the_session(link,
     unreported.stop_deadline = time.monotonic()  # the grace has run out
     thread, outcome = in_thread(unreported.run)
     thread.join(10)
-    assert outcome["value"] == WorkerOutcome(EXIT_STOPPED, "stopped by SIGTERM; the master algo-1 reported no result "
-                                                           "in time")
+    assert outcome["value"] == WorkerOutcome(EXIT_STOPPED, "stopped by SIGTERM (SageMaker stop or spot interruption); "
+                                                           "the master algo-1 reported no result in time")
 
 
 def test_the_master_gets_this_hosts_report_and_its_ranks_stacks_and_is_asked_for_a_dump(link, tmp_path):

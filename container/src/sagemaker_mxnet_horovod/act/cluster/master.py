@@ -12,7 +12,6 @@ launcher version) fails the job.
 from __future__ import annotations
 
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +21,8 @@ from pathlib import Path
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.network import ANNOUNCE_PORT, announce, ipv4_addresses, resolve
 from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_S, MESSAGE_TIMEOUT_S, Connection
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
+from sagemaker_mxnet_horovod.core.log import log
 
 # A worker whose kernel has not acknowledged the master's heartbeats for this long is unreachable (network
 # partition, host gone without a reset): TCP_USER_TIMEOUT errors the link then, where TCP's own
@@ -31,10 +31,6 @@ UNREACHABLE_AFTER_S = 20.0
 # After the job failed before every worker checked in, how long the master still answers the late ones with the
 # job's failure (they retry every 50 ms to 1 s), so that they end with its reason instead of at their peer timeout.
 LINGER_S = 10.0
-
-
-def log(message: str) -> None:
-    print(f"train: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass

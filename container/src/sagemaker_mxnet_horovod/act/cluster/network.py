@@ -7,7 +7,7 @@ import socket
 import time
 
 from sagemaker_mxnet_horovod.act.cluster.protocol import Connection
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 # For this long after a worker starts trying, the master is at most moments away: every host of a job starts at
 # about the same time. Retries are quick then, and patient after (retry_delays, connect_timeout).

@@ -23,7 +23,7 @@ handshake port.
   master -> {"type": "done", "exit_code": N, "failure": "...", "user_failure": "..."}
   worker -> {"type": "bye", "user_failure": "..."}
 
-A parameter-server job (act/ps_run.py) runs no ssh: the master answers a verified hello with
+A parameter-server job (backends/parameter_server/ps_run.py) runs no ssh: the master answers a verified hello with
   master -> {"type": "welcome"}                                          (instead of the key; no ready follows)
 and while the job runs each host reports on its own processes, for the master to decide the job's outcome:
   worker -> {"type": "failed", "failure": "...", "exit_code": N}   one of its processes failed the job (the first)
@@ -47,7 +47,7 @@ import select
 import socket
 import threading
 
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 HEARTBEAT_S = 5.0
 HEARTBEAT_TIMEOUT_S = 30.0  # a worker that hears nothing from the master for this long gives up

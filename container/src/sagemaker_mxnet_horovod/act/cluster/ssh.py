@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from sagemaker_mxnet_horovod.exits import ClusterError
+from sagemaker_mxnet_horovod.core.exits import ClusterError
 
 SSHD = "/usr/sbin/sshd"
 

@@ -20,9 +20,10 @@ from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_TIMEOUT_S, Co
 from sagemaker_mxnet_horovod.act.cluster.ssh import Sshd
 from sagemaker_mxnet_horovod.act.local_ranks import mpi_daemon_running, signal_local_ranks
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
+from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, STOP_GRACE_S, ClusterError
+from sagemaker_mxnet_horovod.core.stop import stopped
 from sagemaker_mxnet_horovod.diagnose.host_report import report_now
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, read_memory
-from sagemaker_mxnet_horovod.exits import EXIT_FAILED, EXIT_STOPPED, STOP_GRACE_S, ClusterError
 
 
 @dataclass
@@ -201,6 +202,6 @@ class WorkerSession:
                                               f"{HEARTBEAT_TIMEOUT_S:.0f} s (host down or network partition)",
                                  lost_master=True)
         if self.stop_deadline is not None and now > self.stop_deadline:
-            return WorkerOutcome(EXIT_STOPPED, f"stopped by SIGTERM; the master {self.master} reported no result "
-                                               "in time")
+            stopped_here = stopped(signal.SIGTERM, f"the master {self.master} reported no result in time")
+            return WorkerOutcome(stopped_here.exit_code, stopped_here.cause)
         return None

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Scaling where the network is the limit: a job trained through `train` on N local containers whose links are
+shaped to a stated ratio (benchmarks/emulated_link.py): at ratio R the bytes each host sends in one step take
+R x one step's compute, so the emulation does not depend on this machine's speed.
+
+Workloads (benchmarks/link_workloads.py): `gpu-like` and `cpu`, the link probe (benchmarks/link_probe: 25M
+parameters, 100 MB of fp32 gradients a step) with a GPU host's compute emulated off the CPU (gradients over the
+backward pass) or computed on the rank's core; `faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU
+host. Each round runs, alternating so that a change in the machine's load hits all alike:
+  alone      1 host x 1 rank, unshaped: the step's compute (it sets every link's rate) and the throughput
+             Horovod's efficiency divides by (throughput of N ranks / (N x one rank alone))
+  control    (CPU workloads, --control) N independent 1-rank jobs at once: what N busy ranks get here at all
+  N hosts    1 rank each, at every --ratios value (`unshaped`: the container network as it is), with every
+             --variant (hyperparameters or environment a user would set)
+Every rank gets the same CPU: one core each at 2 hosts, half a core each at 4 (two hosts per core, --cpus 0.5).
+For the probe it also prints the overlap limit (the efficiency if each layer's bytes left when its gradient
+existed and crossed the link back to back), and with --phases, per ratio, one more run of the first variant
+with Horovod's timeline of 3 steps and every rank's CPU per thread (benchmarks/link_timeline.py).
+
+  python3 benchmarks/link_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--workloads gpu-like cpu]
+      [--ratios unshaped 0.24 0.77] [--hosts 2] [--variant 'NAME:key=value,KEY=value'] [--repeat 1]
+      [--phases] [--control] [--queue-ms 10]
+
+Variant keys in lower case are hyperparameters (the launcher's, e.g. horovod_fusion_threshold_mb, or the
+program's: compression=fp16 for the probe), upper case the job's environment. Needs root, tc and nsenter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import emulated_link as link  # noqa: E402
+import link_timeline  # noqa: E402
+import link_workloads as workloads  # noqa: E402
+from local_job import DOCKER, run_job  # noqa: E402
+from parameter_server_scaling import placement  # noqa: E402
+from weak_scaling import load  # noqa: E402
+
+DEFAULTS = "defaults:"
+
+
+def parse_variant(text: str) -> tuple[str, dict, dict]:
+    name, _, spec = text.partition(":")
+    hps, env = {}, {}
+    for item in filter(None, spec.split(",")):
+        key, _, value = item.partition("=")
+        (env if key.isupper() else hps)[key] = value
+    return name, hps, env
+
+
+class Shaper:
+    """JobSpec.during: shape every host's link as soon as its container runs, and remember when. With a flow
+    cap (a share of the link's rate), also cap each TCP connection, classifying new ones until the job ends."""
+
+    def __init__(self, hosts: int, rate_bps: float, queue_ms: float, flow_cap: float | None = None):
+        self.hosts, self.rate_bps, self.queue_ms, self.flow_cap = hosts, rate_bps, queue_ms, flow_cap
+        self.shaped_at, self.flows = 0.0, []
+
+    def __call__(self, handle) -> None:
+        names = [f"algo-{index + 1}" for index in range(self.hosts)]
+        for name in names:
+            pid = link.container_pid(DOCKER, handle.container(name, 60))
+            if self.flow_cap:
+                self.flows.append(link.FlowCapped(pid, self.rate_bps, self.flow_cap * self.rate_bps,
+                                                  queue_ms=self.queue_ms))
+            else:
+                link.shape(pid, self.rate_bps, queue_ms=self.queue_ms)
+        self.shaped_at = time.monotonic()  # CLOCK_MONOTONIC: the containers' clock too
+        while self.flows and not all(name in handle.exited for name in names):
+            for flows in self.flows:
+                flows.classify_new()
+            time.sleep(0.02)  # no event tells a new connection: poll, 50 times a second
+
+
+def run(workload, args, hosts: int, cpusets: dict, cpus: dict, hps: dict, env: dict, workdir: Path,
+        name: str, during=None, per_host: int = 1) -> dict:
+    hps = {**hps, "sagemaker_mpi_num_of_processes_per_host": str(per_host)} if per_host > 1 else hps
+    spec = workload.spec(hosts, hps, env={"OMP_NUM_THREADS": "1", **env}, cpusets=cpusets, cpus=cpus, during=during)
+    return workload.read(run_job(spec, workdir), name, hosts * per_host)
+
+
+def run_alone(workload, args, workdir: Path) -> dict:
+    """One rank with one rank's CPU: a host's share of its core, split between the host's ranks."""
+    cpusets, cpus = placement(args.hosts)
+    share = float(cpus.get("algo-1", 1)) / args.ranks_per_host
+    return run(workload, args, 1, {"algo-1": cpusets["algo-1"]}, {"algo-1": f"{share:g}"} if share < 1 else {}, {},
+               {}, workdir, "alone")
+
+
+def run_control(workload, args, workdir: Path) -> float:
+    cpusets, cpus = placement(args.hosts)
+    rates: dict = {}
+
+    def one(host: str) -> None:
+        rates[host] = run(workload, args, 1, {"algo-1": cpusets[host]}, {"algo-1": cpus[host]} if cpus else {}, {},
+                          {}, workdir / host, f"control {host}")["samples_per_s"]
+
+    threads = [threading.Thread(target=one, args=(host,)) for host in cpusets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if len(rates) != len(cpusets):
+        raise workloads.JobFailed("a control job failed")
+    return sum(rates.values())
+
+
+def run_linked(workload, args, rate_bps: float | None, hps: dict, env: dict, workdir: Path) -> dict:
+    cpusets, cpus = placement(args.hosts)
+    shaper = Shaper(args.hosts, rate_bps, args.queue_ms, args.flow_cap) if rate_bps else None
+    record = run(workload, args, args.hosts, cpusets, cpus, hps, env, workdir, "linked", shaper, args.ranks_per_host)
+    if shaper and record["measured_from"] is not None and record["measured_from"] < shaper.shaped_at:
+        raise workloads.JobFailed("the links were shaped only after the measured steps began: raise --warmup")
+    return record
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
+    parser.add_argument("--workloads", nargs="+", choices=["gpu-like", "cpu", "faster_rcnn", "mask_rcnn"],
+                        default=["gpu-like"])
+    parser.add_argument("--ratios", nargs="+", default=["unshaped", "0.24", "0.77"],
+                        help="link ratios (a host's bytes per step / link rate / compute per step), or unshaped")
+    parser.add_argument("--hosts", type=int, choices=[2, 4], default=2)
+    parser.add_argument("--ranks-per-host", type=int, default=1, help="ranks sharing each host's CPU (Horovod's "
+                        "hierarchical allreduce: the variant HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
+    parser.add_argument("--variant", action="append", help="NAME:key=value,KEY=value (default: the defaults)")
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=24, help="probe: steps per run")
+    parser.add_argument("--warmup", type=int, default=4, help="probe: steps left out of the figures")
+    parser.add_argument("--iterations", type=int, default=4, help="R-CNN: iterations per run (the first untimed)")
+    parser.add_argument("--short", type=int, default=320, help="R-CNN: image short side")
+    parser.add_argument("--queue-ms", type=float, default=link.QUEUE_MS, help="the emulated link's queue")
+    parser.add_argument("--flow-cap", type=float, help="cap every TCP connection at this share of the link's rate "
+                        "(EC2: 5 or 10 Gbit/s a flow, e.g. 0.4 of 25 Gbit/s)")
+    parser.add_argument("--phases", action="store_true", help="probe: per ratio, one more run with the timeline")
+    parser.add_argument("--control", action="store_true", help="CPU workloads: N independent ranks at once too")
+    args = parser.parse_args()
+    ratios = [None if r == "unshaped" else float(r) for r in args.ratios]
+    variants = [parse_variant(v) for v in (args.variant or [DEFAULTS])]
+    if any(ratios):
+        try:
+            link.require_tc()
+        except link.LinkError as error:
+            sys.exit(f"link_scaling: {error}")
+
+    results: dict = {}
+    with tempfile.TemporaryDirectory(prefix="link-scaling-") as tmp:
+        tmp = Path(tmp)
+        chosen = [make_workload(name, args, tmp) for name in args.workloads]
+        for round_ in range(args.repeat):
+            for workload in chosen:
+                run_round(args, workload, ratios, variants, results, tmp / f"{workload.name}-{round_}", round_)
+        print_table(args, chosen, ratios, variants, results)
+    return 0
+
+
+def make_workload(name: str, args, tmp: Path):
+    if name in ("gpu-like", "cpu"):
+        return workloads.Probe(name, args)
+    data = workloads.synthetic_coco(args.image, tmp, args.hosts * args.iterations)
+    return workloads.Rcnn(name, args, data)
+
+
+def run_round(args, workload, ratios: list, variants: list, results: dict, workdir: Path, round_: int) -> None:
+    name = workload.name
+    alone = run_alone(workload, args, workdir / "alone")
+    results.setdefault((name, "alone"), []).append(alone)
+    one = alone["samples_per_s"]
+    say(round_, name, "alone", f"{alone['step_s'] * 1000:7.1f} ms a step, {one:8.3f} samples/s")
+    ranks = args.hosts * args.ranks_per_host
+    if args.control and name != "gpu-like":
+        control = run_control(workload, args, workdir / "control")
+        results.setdefault((name, "control"), []).append(control / (args.hosts * one))
+        say(round_, name, "control", f"{control:8.3f} samples/s = {control / (args.hosts * one):.2f} of linear")
+    per_host = link.ring_bytes_per_host(alone["gradient_bytes"], args.hosts)
+    for ratio in ratios:
+        rate = link.rate_for(ratio, per_host, alone["step_s"]) if ratio else None
+        limit = link_timeline.overlap_limit(alone, rate, per_host / alone["layers"]) if "layers" in alone else None
+        results.setdefault((name, ratio, "limit"), []).append(limit)
+        for index, (variant, hps, env) in enumerate(variants):
+            try:
+                record = run_linked(workload, args, rate, hps, env, workdir / f"{ratio}-{index}")
+            except workloads.JobFailed as error:
+                say(round_, name, f"ratio {ratio or 'unshaped'} {variant}", f"FAILED: {str(error)[:800]}")
+                continue
+            efficiency = record["samples_per_s"] / (ranks * one)
+            results.setdefault((name, ratio, variant), []).append(efficiency)
+            say(round_, name, f"ratio {ratio or 'unshaped'} {variant}",
+                f"{record['step_s'] * 1000:7.1f} ms a step, {efficiency:.2f} of linear"
+                + (f" (link {rate / 1e6:.0f} Mbit/s" if rate else "") + (f", overlap limit {limit:.2f}" if limit else "")
+                + (")" if rate else ""))
+        if args.phases and "layers" in alone:
+            run_phases(args, workload, ratio, rate, variants[0], results, workdir / f"{ratio}-phases", round_)
+
+
+def run_phases(args, workload, ratio, rate, variant, results: dict, workdir: Path, round_: int) -> None:
+    name, hps, env = variant
+    record = run_linked(workload, args, rate, {**hps, "timeline": "true"}, env, workdir)
+    timeline = workdir / "algo-1" / "output" / "data" / "link_probe_timeline.json"
+    phases = link_timeline.summary(link_timeline.step_phases(record, link_timeline.read_timeline(timeline)))
+    results.setdefault((workload.name, ratio, "phases"), []).append((phases, record["cpu_ms_per_step"]))
+    say(round_, workload.name, f"ratio {ratio or 'unshaped'} phases ({name})", link_timeline.describe(phases, record))
+
+
+def say(round_: int, workload: str, what: str, text: str) -> None:
+    print(f"round {round_ + 1} {workload:11s} {what:36s} {text} (load {load()})", flush=True)
+
+
+def print_table(args, chosen: list, ratios: list, variants: list, results: dict) -> None:
+    print(f"\n{args.hosts} hosts x {args.ranks_per_host} rank(s) ({'a core' if args.hosts == 2 else 'half a core'} a "
+          f"host) against one rank alone with a rank's share, "
+          f"{args.repeat} round(s), medians (each round in brackets); link queue {args.queue_ms:g} ms"
+          + (f", each connection capped at {args.flow_cap:g} of the link" if args.flow_cap else "") + "; "
+          f"load at the end {load()}")
+    print(f"{'workload':11s} {'link ratio':>10s} {'variant':30s} {'efficiency':>22s} {'overlap limit':>13s}")
+    for workload in chosen:
+        name = workload.name
+        alone = results.get((name, "alone"), [])
+        if alone:
+            print(f"{name:11s} one rank alone: {statistics.median(r['step_s'] for r in alone) * 1000:.0f} ms a step, "
+                  f"{statistics.median(r['gradient_bytes'] for r in alone) / 1e6:.0f} MB of gradients")
+        if (name, "control") in results:
+            show(name, "-", "control (independent ranks)", results[(name, "control")], [])
+        for ratio in ratios:
+            for variant, _, _ in variants:
+                show(name, f"{ratio:.2f}" if ratio else "unshaped", variant, results.get((name, ratio, variant), []),
+                     [x for x in results.get((name, ratio, "limit"), []) if x])
+
+
+def show(name: str, ratio: str, variant: str, values: list, limits: list) -> None:
+    if not values:
+        print(f"{name:11s} {ratio:>10s} {variant:30s} {'failed':>22s}")
+        return
+    rounds = ", ".join(f"{v:.2f}" for v in values)
+    limit = f"{statistics.median(limits):.2f}" if limits else "-"
+    print(f"{name:11s} {ratio:>10s} {variant:30s} {statistics.median(values):6.2f} ({rounds})".ljust(76)
+          + f" {limit:>13s}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

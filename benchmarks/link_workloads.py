@@ -1,0 +1,98 @@
+"""What benchmarks/link_scaling.py trains on the emulated links: the link probe (benchmarks/link_probe: 25M
+parameters, a CPU host's or an emulated GPU host's compute) or a built-in R-CNN program (Faster or Mask R-CNN,
+ResNet-50 backbone, random weights, synthetic COCO, batch 1 per rank: a CPU host's compute). Each makes the
+job's JobSpec and reads from its result the throughput, the step time and the bytes of gradients a step sums.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+from pathlib import Path
+
+from local_job import DOCKER, Channel, JobSpec
+
+PROBE = Path(__file__).resolve().parent / "link_probe"
+RCNN_ITERATION = re.compile(r"\[1,0\]<stdout>:epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)")
+# The parameters Horovod sums every step: the programs' collect_train_params(), counted in the image by
+# `trainable_parameters` (34.6M for Faster R-CNN, 36.7M for Mask R-CNN with the default resnet50_v1b).
+COUNT_PARAMETERS = """
+import warnings; warnings.filterwarnings("ignore")
+import mxnet as mx
+from gluoncv import model_zoo
+net = model_zoo.get_model("{model}_resnet50_v1b_coco", pretrained=False, pretrained_base=False)
+net.initialize()
+net(mx.nd.zeros((1, 3, 256, 256)))
+print(sum(p.data().size for p in net.collect_train_params().values()))
+"""
+
+
+class JobFailed(RuntimeError):
+    pass
+
+
+def check(result, name: str) -> None:
+    if any(code != 0 for code in result.exit_codes) or result.timed_out or result.during_error:
+        raise JobFailed(f"{name} failed ({result.during_error or 'exit codes ' + str(result.exit_codes)}):\n"
+                        + result.describe()[-3000:])
+
+
+class Probe:
+    """The link probe as a user's script: `compute` is cpu or gpu-like."""
+
+    def __init__(self, compute: str, args):
+        self.name, self.compute, self.args = compute, compute, args
+
+    def spec(self, hosts: int, hps: dict, **placement) -> JobSpec:
+        hyperparameters = {"sagemaker_program": "link_probe.py", "sagemaker_submit_directory": "/opt/ml/code",
+                           "compute": self.compute, "steps": str(self.args.steps), "warmup": str(self.args.warmup),
+                           **hps}
+        return JobSpec(image=self.args.image, hosts=hosts, hyperparameters=hyperparameters, code_dir=PROBE,
+                       timeout_s=900, **placement)
+
+    def read(self, result, name: str, ranks: int) -> dict:
+        check(result, name)
+        record = json.loads((result.master.root / "model" / "link_probe.json").read_text())
+        return {**record, "gradient_bytes": 4 * record["parameters"], "layers": record["args"]["layers"],
+                "measured_from": record["steps"][self.args.warmup][0]}
+
+
+class Rcnn:
+    """A built-in R-CNN program (faster_rcnn or mask_rcnn) on synthetic COCO, batch 1 per rank."""
+
+    def __init__(self, model: str, args, data: Path):
+        self.name, self.model, self.args, self.data = model, model, args, data
+        self.parameters = trainable_parameters(args.image, model)
+
+    def spec(self, hosts: int, hps: dict, **placement) -> JobSpec:
+        hyperparameters = {"sagemaker_program": self.model, "batch-size": "1", "short": str(self.args.short),
+                           "pretrained-base": "false", "num-workers": "0", "epochs": "1",
+                           "max-iterations-per-epoch": str(self.args.iterations), "log-interval": "1",
+                           "lr-warmup": "0", "resume": "false", "tensorboard": "false", **hps}
+        return JobSpec(image=self.args.image, hosts=hosts, hyperparameters=hyperparameters, timeout_s=1800,
+                       channels=[Channel("data", self.data)], **placement)
+
+    def read(self, result, name: str, ranks: int) -> dict:
+        """Global images/s of iterations 2..N from rank 0's lines (the first builds the graph)."""
+        check(result, name)
+        rates = {int(m[1]): float(m[2]) for m in map(RCNN_ITERATION.search, result.master.logs.splitlines()) if m}
+        steady = [rate for iteration, rate in rates.items() if iteration >= 2]
+        if not steady:
+            raise JobFailed(f"{name}: no iteration lines after the first in rank 0's log")
+        rate = statistics.median(steady)
+        return {"samples_per_s": rate, "step_s": ranks / rate, "gradient_bytes": 4 * self.parameters,
+                "measured_from": None}
+
+
+def trainable_parameters(image: str, model: str) -> int:
+    out = subprocess.run([DOCKER, "run", "--rm", "--entrypoint", "python", image, "-c",
+                          COUNT_PARAMETERS.format(model=model)], capture_output=True, text=True, check=True)
+    return int(out.stdout.split()[-1])
+
+
+def synthetic_coco(image: str, tmp: Path, images: int) -> Path:
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp}:/data", "--entrypoint", "synth-data", image, "coco",
+                    "/data/coco", "--train", str(images), "--val", "0"], check=True, stdout=subprocess.DEVNULL)
+    return tmp / "coco"

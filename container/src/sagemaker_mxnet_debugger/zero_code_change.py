@@ -1,0 +1,148 @@
+"""Zero-code-change SageMaker Debugger for a user's Gluon script, as AWS's MXNet images had: when the job has a hook
+configuration, a script that makes no smdebug hook of its own gets one at its first training step.
+
+How: the image's site-packages holds sagemaker_mxnet_debugger.pth, which calls install() in every Python process
+when the hook configuration file exists (one stat otherwise). install() waits for mxnet.gluon.block to be imported
+and then wraps gluon.Block.__call__. A top-level call (a block called by the script, not by another block) made
+while autograd records is a training step's forward: at the first one the hook is made (hook.open_hook) and the
+block is registered as the model (its weights, gradients, outputs), and every Loss block called at top level is
+registered as it comes (the losses collection, what SageMaker's default configuration saves). From then on each
+top-level call of the model sets the hook's mode: TRAIN while autograd records, EVAL otherwise.
+
+It stands down, for good, when the script made its own smdebug hook by its first training step (smdebug's API
+works unchanged), when a built-in program opened its hook (stand_down()), or when the hook cannot be made (a
+warning says why). Calls outside training steps (a forward to infer shapes, inference) never make a hook.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# Imported at every interpreter start of a job with a hook configuration (the .pth file): the standard library's
+# cheapest modules only; the rest when Gluon is imported (docs/debugger.md: what it costs).
+WHO = "zero-code-change"
+BLOCK_MODULE = "mxnet.gluon.block"
+
+
+class Registration:
+    """The hook of a script that made none, and the blocks registered with it."""
+
+    def __init__(self):
+        self.active = True
+        self.hook = None
+        self.model = None
+        self.losses = set()
+        self.nesting = None  # a threading.local: Block.__call__'s nesting in each thread (0 outside any block)
+        self.gluon = None  # (autograd, Loss, ModeKeys), imported at the first top-level call: Gluon is complete then
+
+    def stand_down(self):
+        self.active = False
+
+    def top_level_call(self, block):
+        if self.gluon is None:
+            from mxnet import autograd
+            from mxnet.gluon.loss import Loss
+            from smdebug.core.modes import ModeKeys
+
+            self.gluon = (autograd, Loss, ModeKeys)
+        autograd, loss_class, modes = self.gluon
+        recording = autograd.is_recording()
+        if self.hook is None and not (recording and self.start()):
+            return
+        if isinstance(block, loss_class):
+            if block not in self.losses:
+                self.losses.add(block)
+                self.hook.register_block(block)
+            return
+        if self.model is None:
+            self.model = block
+            self.hook.register_block(block)
+        if block is self.model:
+            self.hook.set_mode(modes.TRAIN if recording else modes.EVAL)
+
+    def start(self):
+        """At the first training step: the hook, unless the script made its own by now."""
+        from smdebug.core import singleton_utils
+
+        from sagemaker_mxnet_debugger.hook import open_hook
+
+        if singleton_utils._ts_hook is not None:  # the script's own hook (smd.Hook(...), create_from_json_file())
+            self.stand_down()
+            return False
+        self.hook = open_hook(WHO)
+        if self.hook is None:
+            self.stand_down()
+            return False
+        return True
+
+
+REGISTRATION = Registration()
+
+
+def stand_down():
+    """A built-in program opened its own hook: leave Gluon's calls alone."""
+    REGISTRATION.stand_down()
+
+
+def wrap_block_call(block_class, registration=REGISTRATION):
+    import threading
+
+    registration.nesting = threading.local()
+    registration.nesting.depth = 0
+    original = block_class.__call__
+
+    def __call__(self, *args, **kwargs):
+        nesting = registration.nesting
+        depth = getattr(nesting, "depth", 0)  # 0 in a thread that has not called a block yet
+        if depth == 0 and registration.active:
+            try:
+                registration.top_level_call(self)
+            except Exception as error:  # noqa: BLE001 - a Debugger feature must never stop a training step
+                registration.stand_down()
+                sys.stderr.write(f"{WHO}: warning: SageMaker Debugger: registration failed, training goes on "
+                                 f"without the hook ({type(error).__name__}: {error})\n")
+        nesting.depth = depth + 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            nesting.depth = depth
+
+    __call__.__wrapped__ = original
+    block_class.__call__ = __call__
+
+
+class _PatchAfterImport:
+    """A meta path finder: finds mxnet.gluon.block as the path finder would, and wraps Block.__call__ once that
+    module has run."""
+
+    def find_spec(self, name, path, target=None):
+        if name != BLOCK_MODULE:
+            return None
+        from importlib.machinery import PathFinder
+
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_wrap(module):
+            exec_module(module)
+            wrap_block_call(module.Block)
+
+        spec.loader.exec_module = exec_then_wrap
+        return spec
+
+
+def install(env=None):
+    """Called by sagemaker_mxnet_debugger.pth at every interpreter start: arm the wrap when the job has a hook
+    configuration (SMDEBUG_ZERO_CODE_CHANGE=0 turns it off)."""
+    env = os.environ if env is None else env
+    path = env.get("SMDEBUG_CONFIG_FILE_PATH") or "/opt/ml/input/config/debughookconfig.json"  # config.py's
+    if env.get("SMDEBUG_ZERO_CODE_CHANGE", "1") == "0" or not os.path.exists(path):
+        return
+    if BLOCK_MODULE in sys.modules:
+        wrap_block_call(sys.modules[BLOCK_MODULE].Block)
+    else:
+        sys.meta_path.insert(0, _PatchAfterImport())

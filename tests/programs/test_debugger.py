@@ -1,0 +1,53 @@
+"""debugger.py: the built-in programs with a SageMaker Debugger hook configuration (smdebug's own variable,
+SMDEBUG_CONFIG_FILE_PATH, points at it here; SageMaker writes /opt/ml/input/config/debughookconfig.json), read back
+with smdebug's trial API. One process each (R-CNN: tests/programs/rcnn/test_training_debugger.py);
+tests/integration/test_debugger_cluster.py runs 2 hosts."""
+
+import json
+
+import pytest
+
+from programs.helpers import DEV_VENV_REASON, channels_env, make_mnist, run_mnist
+
+pytest.importorskip("smdebug", reason=DEV_VENV_REASON)
+from smdebug.core.modes import ModeKeys  # noqa: E402
+from smdebug.trials import create_trial  # noqa: E402
+
+WEIGHTS_AND_LOSSES = {"HookParameters": {"save_interval": "1"},
+                      "CollectionConfigurations": [{"CollectionName": "weights"}, {"CollectionName": "gradients"},
+                                                   {"CollectionName": "losses"}]}
+
+
+def hook_env(tmp_path, config):
+    path = tmp_path / "debughookconfig.json"
+    path.write_text(json.dumps({"S3OutputPath": "s3://bucket/job", "LocalPath": str(tmp_path / "tensors"),
+                                **config}))
+    return {"SMDEBUG_CONFIG_FILE_PATH": str(path)}
+
+
+def test_mnist_saves_weights_gradients_and_losses_in_train_and_eval_mode(tmp_path):
+    data = make_mnist(tmp_path / "data", train=256, test=128)
+    env = {**channels_env(data), **hook_env(tmp_path, WEIGHTS_AND_LOSSES)}
+    job = run_mnist(tmp_path / "job", ["--epochs", "2", "--batch-size", "64"], env=env)
+    assert job.returncode == 0, job.explain()
+    trial = create_trial(str(tmp_path / "tensors"))
+    assert trial.steps(mode=ModeKeys.TRAIN) == list(range(8))  # 4 steps per epoch
+    # One validation batch per epoch: smdebug writes a step's weights at the next forward pass, which here is already
+    # in the other mode, so not every EVAL step holds data.
+    assert set(trial.steps(mode=ModeKeys.EVAL)) & {0, 1}
+    assert {"mnist_dense0_weight", "gradient/mnist_dense0_weight", "softmaxcrossentropyloss0_output_0"} <= \
+        set(trial.tensor_names())
+    weight = trial.tensor("mnist_dense0_weight")
+    assert (weight.value(0, mode=ModeKeys.TRAIN) != weight.value(7, mode=ModeKeys.TRAIN)).any()
+    assert (tmp_path / "tensors" / "training_job_end.ts").is_file()  # closed before the program's os._exit
+
+
+def test_mnist_trains_on_without_a_hook_its_configuration_cannot_make(tmp_path):
+    data = make_mnist(tmp_path / "data", train=128, test=64)
+    env = {**channels_env(data), **hook_env(tmp_path, {"HookParameters": {"include_workers": "half"}})}
+    job = run_mnist(tmp_path / "job", ["--epochs", "1"], env=env)
+    assert job.returncode == 0, job.explain()
+    assert "mnist: warning: SageMaker Debugger: " in job.stderr
+    assert "HookParameters include_workers='half': smdebug knows 'one' and 'all'; training goes on without the " \
+           "hook" in job.stderr
+    assert not (tmp_path / "tensors").exists()
