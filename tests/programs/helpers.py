@@ -74,22 +74,33 @@ def mxnet_blocked_env(workdir, env=None):
     return {**(env or {}), "PYTHONPATH": os.pathsep.join([str(blocker), path])}
 
 
-def start_mnist(workdir, args=(), env=None, ranks=1):
-    """Starts mnist.py like the launcher does: directly for one process, under mpirun for several."""
+def start_mnist(workdir, args=(), env=None, ranks=1, command=None):
+    """Starts mnist.py like the launcher does: directly for one process, under mpirun for several. `command`: what
+    to run instead of mnist.py (a wrapper of it)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     full_env = base_env(workdir, env)
-    argv = [sys.executable, str(MNIST), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
+    argv = [*(command or [sys.executable, str(MNIST)]), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
     if ranks > 1:
         exported = [flag for key in full_env if key.startswith("SM_") for flag in ("-x", key)]
-        argv = ["mpirun", *MPIRUN_FLAGS, "-np", str(ranks), *exported, "-x", "PYTHONUNBUFFERED", *argv]
+        argv = ["mpirun", *MPIRUN_FLAGS, "-np", str(ranks), *exported, "-x", "PYTHONUNBUFFERED", "-x", "PYTHONPATH",
+                *argv]
     proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=workdir)
     return Job(proc, workdir)
 
 
-def run_mnist(workdir, args=(), env=None, ranks=1, timeout=120):
-    return start_mnist(workdir, args, env, ranks).wait(timeout)
+def run_mnist(workdir, args=(), env=None, ranks=1, timeout=120, command=None):
+    return start_mnist(workdir, args, env, ranks, command).wait(timeout)
+
+
+RECORDED_RUN = Path(__file__).with_name("recorded_run.py")
+
+
+def recorded_run(program):
+    """The command that runs `program` (mnist, faster, mask) through recorded_run.py, and the PYTHONPATH it needs."""
+    return [sys.executable, str(RECORDED_RUN), program], {"PYTHONPATH": os.pathsep.join([str(ENTRYPOINTS),
+                                                                                         str(CONTAINER_SRC)])}
 
 
 def channels_env(data_dir):
@@ -183,3 +194,23 @@ LAYOUT = [DistEnv(rank=h * PER_HOST + local, size=HOSTS * PER_HOST, local_rank=l
 def input_config(train="FullyReplicated", test="FullyReplicated"):
     return {"train": {"TrainingInputMode": "File", "S3DistributionType": train, "RecordWrapperType": "None"},
             "test": {"TrainingInputMode": "File", "S3DistributionType": test, "RecordWrapperType": "None"}}
+
+
+def first_step_differences(one_dir, two_dir):
+    """Two runs recorded by recorded_run.py: whether they started from the same weights, for each trainable
+    parameter |d1 - d2| / |d1|, d1 and d2 its change in each run's first step (0 where neither run changed it), and
+    how many parameters the first run's step changed."""
+    import numpy as np
+
+    start = [np.load(Path(d) / "weights-step-0.npz") for d in (one_dir, two_dir)]
+    after = [np.load(Path(d) / "weights-step-1.npz") for d in (one_dir, two_dir)]
+    names = sorted(start[0].files)
+    assert names == sorted(start[1].files), "the runs trained other parameters"
+    same_start = all(np.array_equal(start[0][name], start[1][name]) for name in names)
+    differences = {}
+    for name in names:
+        one, two = after[0][name] - start[0][name], after[1][name] - start[1][name]
+        size = np.linalg.norm(one)
+        differences[name] = float(np.linalg.norm(one - two) / size) if size else (float("inf") if two.any() else 0.0)
+    changed = sum(1 for name in names if not np.array_equal(after[0][name], start[0][name]))
+    return same_start, differences, changed

@@ -11,14 +11,20 @@ from sagemaker_mxnet_data import synth_data
 from programs.helpers import (
     PipeFeeder,
     channels_env,
+    first_step_differences,
     input_config,
+    make_mnist,
     mxnet_blocked_env,
     rank_pids,
+    recorded_run,
     run_mnist,
     start_mnist,
 )
 
 pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
+# A first step's change of any weight, one layout against the other: float32 sums in another order (measured: below
+# 1e-5); a step twice too long or short (lr, averaging, rescaling) is 0.5 or 1, another image in it far more.
+SAME_STEP = 1e-3
 
 EPOCH_LINE = re.compile(
     r"^epoch=(\d+) train_loss=\S+ train_accuracy=\S+ val_accuracy=(\S+) .*val_samples=(\d+)", re.MULTILINE)
@@ -135,3 +141,23 @@ def test_two_ranks_train_on_all_of_a_sharded_channel(tiny_mnist, tmp_path):
     assert re.search(r"channel 'train' is ShardedByS3Key: .*local rank \(2 per host", job.stdout), job.stdout
     epoch = re.search(r"^epoch=1 .*val_samples=(\d+) train_samples=(\d+)", job.stdout, re.M)
     assert epoch and (int(epoch.group(1)), int(epoch.group(2))) == (200, 600), job.stdout
+
+
+def test_two_ranks_of_64_take_the_step_one_rank_of_128_takes(tmp_path):
+    """Distributed MNIST trains as one big batch. 128 samples: rank r of 2 trains on samples r, r+2, ... (the data
+    split), Horovod averages the ranks' gradients, each rank rescales by its batch, and the documented rule (lr x
+    ranks) makes --lr 0.01 on 2 ranks of 64 the 0.02 one rank of 128 is given. From the same weights, the first step
+    must change every weight as that rank's step does."""
+    data = make_mnist(tmp_path / "mnist", 128, 100)
+    command, path = recorded_run("mnist")
+    env = {**channels_env(data), **path}
+    common = ["--epochs", "1", "--log-interval", "0", "--tensorboard", "false"]
+    one = run_mnist(tmp_path / "one", [*common, "--batch-size", "128", "--lr", "0.02"], env=env, command=command)
+    two = run_mnist(tmp_path / "two", [*common, "--batch-size", "64", "--lr", "0.01"], env=env, ranks=2,
+                    command=command, timeout=110)
+    for job, ranks in ((one, 1), (two, 2)):
+        assert job.returncode == 0, job.explain()
+        assert f"world_size={ranks} " in job.stdout and "lr=0.02 " in job.stdout, job.stdout
+    same_start, differences, changed = first_step_differences(one.model_dir, two.model_dir)
+    assert same_start and changed == len(differences)
+    assert max(differences.values()) < SAME_STEP, differences

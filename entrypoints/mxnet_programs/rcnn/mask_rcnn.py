@@ -66,7 +66,9 @@ class MaskRcnn(FasterRcnn):
             (mask_pred, roi, matches, indices)
 
     def extra_losses(self, step, net, outputs, gt_mask, cls_targets):
-        """The mask loss on the sampled positive RoIs (GluonCV's mask targets)."""
+        """The mask loss on the sampled positive RoIs (GluonCV's mask targets), each image's normalised by its own
+        positive RoIs, as a device with one image does: GluonCV's one normaliser for a device's images weighs them by
+        their positive RoIs, so the same images trained as 1 rank x 2 and 2 ranks x 1 gave other weights."""
         nd = step.mx.nd
         mask_pred, roi, matches, indices = outputs
         n = indices.shape[0]
@@ -76,7 +78,8 @@ class MaskRcnn(FasterRcnn):
 
         mask_targets, mask_masks = net.mask_target(take(roi, (n, -1, 4)), gt_mask, take(matches, (n, -1)),
                                                    take(cls_targets, (n, -1)))
-        mask_loss = step.mask_loss(mask_pred, mask_targets, mask_masks) * mask_targets.size / mask_masks.sum()
+        weights = nd.maximum(mask_masks.reshape((n, -1)).sum(axis=1), 1)  # an image's positive RoIs x mask pixels
+        mask_loss = step.mask_loss(mask_pred, mask_targets, mask_masks) * (mask_targets.size / n) / weights
         return [mask_loss.sum()]
 
     def val_collector(self, val_ds, output_data_dir, start):

@@ -83,25 +83,27 @@ def rank_pids(sid, timeout=60):
     raise AssertionError(f"no rank processes in session {sid}")
 
 
-def start(model, workdir, args=(), env=None, ranks=1):
-    """Starts an entrypoint like the launcher: directly for one process, under mpirun for several."""
+def start(model, workdir, args=(), env=None, ranks=1, command=None):
+    """Starts an entrypoint like the launcher: directly for one process, under mpirun for several. `command`: what to
+    run instead of the entrypoint (a wrapper of it)."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     full_env = base_env(workdir, env)
     if ranks == 1:
         full_env.setdefault("OMP_NUM_THREADS", "2")
-    argv = [sys.executable, str(SCRIPTS[model]), "--tensorboard-dir", str(workdir / "tensorboard"), *args]
+    argv = [*(command or [sys.executable, str(SCRIPTS[model])]), "--tensorboard-dir", str(workdir / "tensorboard"),
+            *args]
     if ranks > 1:
         exported = [flag for key in full_env if key.startswith(("SM_", "MXNET_")) for flag in ("-x", key)]
-        argv = ["mpirun", *MPIRUN_FLAGS, "-np", str(ranks), *exported, "-x", "PYTHONUNBUFFERED",
+        argv = ["mpirun", *MPIRUN_FLAGS, "-np", str(ranks), *exported, "-x", "PYTHONUNBUFFERED", "-x", "PYTHONPATH",
                 "-x", "OMP_NUM_THREADS=1", *argv]
     proc = subprocess.Popen(argv, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             cwd=workdir, start_new_session=True)
     return Job(proc, workdir)
 
 
-def run(model, workdir, args=(), env=None, ranks=1, timeout=600):
-    return start(model, workdir, args, env, ranks).wait(timeout)
+def run(model, workdir, args=(), env=None, ranks=1, timeout=600, command=None):
+    return start(model, workdir, args, env, ranks, command).wait(timeout)
 
 
 def channel_env(train_dir, val_dir=None):

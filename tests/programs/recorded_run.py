@@ -1,0 +1,99 @@
+"""A built-in program run through its own main (`recorded_run.py mnist|faster|mask ARGS...`), recording its trainable
+weights around its first optimizer step, so that two runs which split the same images differently between ranks can
+be compared; for R-CNN with the models' randomness pinned per image.
+
+Recorded by rank 0 in the model dir: `weights-step-0.npz` (once every rank has them, before the first step) and
+`weights-step-1.npz` (after it). Everything else is the program's: config, Session (Horovod), data split, Trainer,
+learning-rate rule, train step, outputs.
+
+What is pinned for R-CNN, and why: the same image must get the same random draws whichever rank and batch it is in.
+  * The train transform's draws (GluonCV's random flip and RPN anchor sampling, numpy) come from numpy's generator
+    reseeded with the image's index before each image is read.
+  * GluonCV's RCNNTargetSampler, the models' only random operator, draws one uniform vector per image in the
+    network's forward: `uniform` gives a fixed permutation of [0, 1) instead, the same for every image, so a batch of
+    two draws what two batches of one draw.
+"""
+
+import os
+import random
+import sys
+
+import mxnet as mx
+import numpy as np
+
+# PRIME is prime and larger than any draw (the C4 models' samplers draw 2100 and 2300 values), so i -> i * 7919 mod
+# PRIME is one-to-one: distinct values, no ties to sort. Computed in float64, where they are exact.
+MULTIPLIER, PRIME = 7919, 1_000_003
+
+
+def fixed_uniform(module):
+    def uniform(low=0, high=1, shape=None, dtype="float32", **_):
+        values = module.arange(0, int(np.prod(shape)), dtype="float64") * MULTIPLIER % PRIME / PRIME
+        return (low + (high - low) * values).astype(dtype or "float32").reshape(shape)
+
+    return uniform
+
+
+class ReseededPerImage:
+    """A dataset whose items are read with numpy's and Python's generators reseeded by the item's index."""
+
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        np.random.seed(index)
+        random.seed(index)
+        return self.dataset[index]
+
+
+def recording(training_class, trainable):
+    """A subclass of the program's training class that saves `trainable(self.net)` on rank 0 before and after the
+    first optimizer step (the Trainer's step, whatever calls it)."""
+
+    class Recorded(training_class):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if hasattr(self, "train_transformed"):
+                self.train_transformed = ReseededPerImage(self.train_transformed)
+            self.save("weights-step-0.npz")
+            step, steps = self.trainer.step, []
+
+            def recorded_step(*step_args, **step_kwargs):
+                step(*step_args, **step_kwargs)
+                steps.append(1)
+                if len(steps) == 1:
+                    self.save("weights-step-1.npz")
+
+            self.trainer.step = recorded_step
+
+        def save(self, name):
+            if self.session.rank == 0:
+                os.makedirs(self.config.model_dir, exist_ok=True)
+                params = trainable(self.net)
+                np.savez(os.path.join(self.config.model_dir, name), **{k: p.data().asnumpy() for k, p in params.items()})
+
+    return Recorded
+
+
+def main(program, argv):
+    """Runs the program (its main ends the process)."""
+    if program == "mnist":
+        from mxnet_programs import mnist
+
+        mnist.MnistTraining = recording(mnist.MnistTraining, lambda net: net.collect_params())
+        return mnist.main(argv)
+    from mxnet_programs.rcnn import training
+    from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
+    from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
+
+    mx.symbol.random.uniform = fixed_uniform(mx.symbol)
+    mx.ndarray.random.uniform = fixed_uniform(mx.ndarray)
+    training.RcnnTraining = recording(training.RcnnTraining, lambda net: net.collect_train_params())
+    return training.main({"faster": FASTER, "mask": MASK}[program], argv)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])
