@@ -119,7 +119,7 @@ def _first_pull_waiting_trainer(mx):
     weights, then pushes and pulls the gradients on the same keys. MXNet does not order the two (they use
     different buffers). When the gradients' round completes first, the servers (no optimizer on them) hold the
     summed gradients, and the late pull makes them this worker's weights: the workers then train apart
-    (3 of 12 two-worker jobs differed after one step; docs/parameter-server.md)."""
+    (52 of 179 two-worker jobs differed after one step; docs/parameter-server.md)."""
 
     class FirstPullWaitingTrainer(mx.gluon.Trainer):
         def _init_params(self):
