@@ -11,8 +11,8 @@ RPN score reorders the proposals.
 
 Time: an iteration of these ResNet-50 C4 models is about 10 s per image on one core (the RCNN head runs ResNet's
 last stage on 128 RoIs), so the runs are ITERATIONS long, and a model's two layouts run side by side: on 2 cores the
-module took 351 s (Faster R-CNN 182 s, Mask R-CNN 169 s; 45 s of Faster's with 1 iteration, the rest is the 3
-iterations the loss test needs).
+module took 243 s and 351 s in two runs (Faster R-CNN 128-182 s, Mask R-CNN 115-169 s; 45 s of Faster's with 1
+iteration, the rest is the 3 iterations the loss test needs).
 """
 
 import re
