@@ -181,6 +181,21 @@ def test_sigterm_stops_the_workers_first_and_the_job_exits_143(tmp_path, capfd):
                                                              "killed by SIGTERM")
 
 
+def test_workers_still_running_at_the_end_of_the_stop_grace_are_killed(tmp_path, monkeypatch, capfd):
+    # A worker that ignores SIGTERM (stuck in native code, say) once it has stopped the launcher: killed when the
+    # grace ends (1 s here; SageMaker's SIGKILL comes 120 s after its SIGTERM), and the job then ends as stopped.
+    # Were it left running, the master's verdict would wait out its own grace and say the workers had not ended.
+    monkeypatch.setattr(ps_run, "STOP_GRACE_S", 1.0)
+    worker = ("import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+              "os.kill(os.getppid(), signal.SIGTERM)\ntime.sleep(60)")
+    outcome = run(one_host(tmp_path, worker), tmp_path)
+    assert outcome.exit_code == 143
+    assert outcome.failure.cause == "stopped by SIGTERM (SageMaker stop or spot interruption); every worker had ended"
+    err = capfd.readouterr().err
+    assert "train: workers still running 1 s after the stop: killing them" in err
+    assert "train: worker 0 was killed by SIGKILL" in err
+
+
 def test_the_master_decides_from_another_hosts_report_and_tells_it(tmp_path, capfd):
     port = free_port()
     p = plan(config(hosts=("algo-1", "localhost"), hps={**PS, "mpi_handshake_port": str(port)}))
