@@ -3,6 +3,7 @@ hvd.DistributedTrainer compress gradients where the script does not choose (the 
 script's own compression= always wins. One process (Horovod of size 1): what each trainer holds is what its
 allreduces would use; tests/integration/test_mnist_cluster.py sees float16 on the wire across 2 hosts."""
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -10,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("horovod.mxnet", reason="needs the image's Horovod: run inside the image (make image-tests)")
+# Looked up, not imported: importing horovod.mxnet in pytest's process puts libmxnet.so's libjpeg (API 80) in the
+# global symbol scope (Horovod loads its library RTLD_GLOBAL) and every later PIL JPEG write in the run fails.
+if importlib.util.find_spec("horovod") is None:
+    pytest.skip("needs the image's Horovod: run inside the image (make image-tests)", allow_module_level=True)
 
 SOURCE = Path(__file__).resolve().parents[2] / "container" / "src"  # this tree's package: the .pth imports it
 TRAINERS = """
