@@ -47,6 +47,14 @@ def wait_for_release(fifo):
     open(fifo).close()
 
 
+def train_steps(count, prefix):
+    """Allreduces as training's steps. Each reads its result, as training reads its loss: MXNet is asynchronous and
+    only then raises a peer's failure."""
+    for step in range(count):
+        hvd.allreduce(mx.nd.ones((4,)), name=f"{prefix}{step}").asnumpy()
+        time.sleep(0.1)
+
+
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
@@ -60,6 +68,8 @@ with open(path + ".tmp", "w") as f:
 os.replace(path + ".tmp", path)
 print(f"rank {rank}/{size} on {record['host']}: sum={total[0]}")
 
+# Every rank trains a while before the fault, as a job would (the progress watch has wrapped Horovod's calls by then).
+train_steps(int(option("steps-before-fault", "0")), "before")
 fail_rank = option("fail-rank")
 if fail_rank is not None and int(fail_rank) == rank:
     mode = option("fail-mode", "raise")
@@ -107,10 +117,7 @@ pipe_channel = option("read-pipe-channel")
 if pipe_channel:
     read_pipe_channel(pipe_channel)
 # The others keep working in collectives, as real training would while a peer dies.
-for step in range(int(option("extra-steps", "0"))):
-    # Read the result, as training reads its loss: MXNet is asynchronous and only then raises a peer's failure.
-    hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}").asnumpy()
-    time.sleep(0.1)
+train_steps(int(option("extra-steps", "0")), "step")
 record["finished"] = time.time()
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)
