@@ -61,7 +61,8 @@ total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").
 record = {"started": STARTED, "rank": rank, "size": size, "local_rank": hvd.local_rank(), "sum": total,
           "host": os.environ.get("SM_CURRENT_HOST"), "args": sys.argv[1:],
           "probe": os.environ.get("JOB_ENV_PROBE"), "group": os.environ.get("SM_CURRENT_INSTANCE_GROUP"),
-          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "instance_type": os.environ.get("SM_CURRENT_INSTANCE_TYPE")}
+          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": len(os.sched_getaffinity(0)),
+          "instance_type": os.environ.get("SM_CURRENT_INSTANCE_TYPE")}
 path = os.path.join(os.environ["SM_MODEL_DIR"], f"rank-{rank}.json")
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)
