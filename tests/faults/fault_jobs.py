@@ -156,10 +156,11 @@ def pipe_readers_stall(ctx: Context) -> JobSpec:
 
 
 def rank_hangs_outside_collectives(ctx: Context) -> JobSpec:
-    # Rank 1 blocks reading a pipe nobody writes; rank 0 waits in its next allreduce. The stall timeout is
-    # left at its default (an hour): the progress watch is what ends it.
-    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "hang", "extra-steps": "600",
-                                   "mpi_progress_timeout_s": "10"})
+    # After 20 steps (2 s and more: the watch, which looks every second, has wrapped Horovod's calls), rank 1 blocks
+    # reading a pipe nobody writes; rank 0 waits in its next allreduce. The stall timeout is left at its default (an
+    # hour): the progress watch is what ends it.
+    return allreduce_job(ctx, hps={"fail-rank": "1", "fail-mode": "hang", "steps-before-fault": "20",
+                                   "extra-steps": "600", "mpi_progress_timeout_s": "10"})
 
 
 def solo_work_within_timeouts(ctx: Context) -> JobSpec:

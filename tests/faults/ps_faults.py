@@ -134,9 +134,15 @@ PS_SCENARIOS = [
              kill_ps_role("algo-1", "scheduler"), exits=(NONZERO, NONZERO), fault="injected", toolkit=False,
              failure=r"^scheduler on algo-1 was killed by SIGKILL before the workers were done",
              worker_failure=r"^host algo-2: the job failed on algo-1: scheduler on algo-1 was killed"),
-    Scenario("parameter server: the scheduler never starts", "both fail naming the scheduler: its port (_ps_port) "
-             "is the handshake's", lambda ctx: ps_job(ctx, hps={"_ps_port": "7420"}), exits=(NONZERO, NONZERO),
-             toolkit=False, max_seconds=45, failure=r"^scheduler on algo-1 .*before the workers were done"),
+    # The scheduler's port (_ps_port) is the launcher's check-in port (mpi_handshake_port, 7420), which the master
+    # holds: ps-lite's scheduler cannot bind it and exits, saying so.
+    Scenario("parameter server: the scheduler never starts", "both fail naming the scheduler and its bind failure: "
+             "its port (_ps_port) is the handshake's", lambda ctx: ps_job(ctx, hps={"_ps_port": "7420"}),
+             exits=(NONZERO, NONZERO), toolkit=False, max_seconds=45,
+             failure=r"^scheduler on algo-1 exited with code 1: MXNetError: Check failed: my_node_\.port != -1 "
+                     r"\(-1 vs\. -1\) : bind failed before the workers were done",
+             worker_failure=r"^host algo-2: the job failed on algo-1: scheduler on algo-1 exited with code 1: "
+                            r"MXNetError: .*bind failed"),
     Scenario("parameter server: a server stops answering", "both fail within 45 s of the stop (a 10 s progress "
              "timeout), naming a waiting worker", server_stopped("script"),
              exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45,

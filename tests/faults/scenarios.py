@@ -161,10 +161,11 @@ SCENARIOS = [
              check=stacks_written(("algo-1", "algo-2-rank-3.txt", "in read_pipe_channel"),
                                   ("algo-1", "algo-1-rank-1.txt", "in read_pipe_channel"))),
     Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
-             "where it blocked and its last line",
+             "where it blocked, its last line and its last Horovod call",
              rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
              failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
-                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'",
+                     r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'; "
+                     r"last Horovod call: allreduce$",
              check=stacks_written(("algo-1", "algo-2-rank-1.txt", "os.read(never_written, 1)"),
                                   ("algo-1", "algo-1-rank-0.txt", "Thread MainThread"),
                                   ("algo-2", "algo-2-rank-1.txt", "os.read(never_written, 1)"))),

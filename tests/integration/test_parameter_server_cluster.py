@@ -36,6 +36,9 @@ def test_two_hosts_one_worker_each_as_awss_toolkit(image, tmp_path):
         assert (dmlc["DMLC_NUM_SERVER"], dmlc["DMLC_NUM_WORKER"], dmlc["DMLC_INTERFACE"]) == ("2", "2", "eth0")
         assert record["cwd"] == "/opt/ml/code" and record["scheduler_host"] == "algo-1"
         assert record["args"] == ["--epochs", "1"]
+        # local_job's hosts share this machine as in SDK local mode (instance type "local"): the cores a worker's
+        # process may run on, split between the 2 hosts' workers.
+        assert record["omp_num_threads"] == str(max(1, record["cpus"] // 2))
     assert all(h.failure is None for h in result.hosts)
     assert all((h.root / "output" / "success").is_file() for h in result.hosts)
     master, other = result.master.logs, result.hosts[1].logs
@@ -56,6 +59,9 @@ def test_three_hosts_two_workers_each_and_two_servers(image, tmp_path):
     assert sorted(record["rank"] for _, record in records.values()) == list(range(6))  # ps-lite's own numbers
     assert all(record["sum"] == [21.0] * 4 and record["dmlc"]["DMLC_NUM_SERVER"] == "2"
                for _, record in records.values())
+    # 3 hosts x 2 workers on this machine (local_job's instance type "local"): the cores a worker may run on, over 6.
+    for _, record in records.values():
+        assert record["omp_num_threads"] == str(max(1, record["cpus"] // 6))
     assert "train: started server 1, worker 2, worker 3" in result.hosts[1].logs
     assert "train: started worker 4, worker 5" in result.hosts[2].logs  # no server on the third host
     assert result.seconds < 90

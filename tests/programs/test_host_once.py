@@ -14,11 +14,17 @@ from mxnet_programs.sagemaker_env import DistEnv
 LOCAL_SIZE = 3
 
 
-def work(calls_dir, value):
-    """The work: records that it ran (a file per call, so calls from any process are counted) and returns value."""
+def work(calls_dir, value, awaited=()):
+    """The work: records that it ran (a file per call, so calls from any process are counted), waits for the files
+    `awaited` (other ranks' doing), and returns value."""
     def run():
         with open(os.path.join(calls_dir, f"call-{os.getpid()}"), "w"):
             pass
+        deadline = time.monotonic() + 30
+        while not all(os.path.exists(path) for path in awaited):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the other ranks did not start waiting within 30 s: {awaited}")
+            time.sleep(0.01)  # another process's doing: nothing to be notified by
         if isinstance(value, Exception):
             raise value
         return value
@@ -26,10 +32,28 @@ def work(calls_dir, value):
     return run
 
 
-def rank_main(local_rank, environ, calls_dir, value, results):
+class WaitSeen:
+    """A stop never requested that marks, the first time a waiting rank asks for it, that the rank is in its wait (it
+    asks on each poll for the result)."""
+
+    def __init__(self, mark):
+        self.mark = mark
+
+    @property
+    def requested(self):
+        if not os.path.exists(self.mark):
+            open(self.mark, "w").close()
+        return False
+
+
+def rank_main(local_rank, environ, calls_dir, value, results, waits):
+    """One local rank; with `waits` (a directory), local rank 0 works once every other rank is in its wait."""
     env = DistEnv(rank=local_rank, size=LOCAL_SIZE, local_rank=local_rank, local_size=LOCAL_SIZE)
+    marks = [os.path.join(waits, f"waiting-{rank}") for rank in range(1, LOCAL_SIZE)] if waits else []
+    fn = work(calls_dir, value, marks if local_rank == 0 else ())
+    stop = WaitSeen(marks[local_rank - 1]) if waits and local_rank > 0 else None
     try:
-        got = host_once.once_per_host("inputs", work(calls_dir, value), env, "read the inputs", environ=environ,
+        got = host_once.once_per_host("inputs", fn, env, "read the inputs", stop=stop, environ=environ,
                                       deadline_s=30.0)
         results.put((local_rank, "ok", got))
     except ProgramError as exc:
@@ -38,19 +62,22 @@ def rank_main(local_rank, environ, calls_dir, value, results):
         results.put((local_rank, "raised", f"{type(exc).__name__}: {exc}"))
 
 
-def run_ranks(tmp_path, value, ranks=range(LOCAL_SIZE), late_rank0_s=0.0):
-    """Runs the local ranks as processes (rank 0 started `late_rank0_s` after the others); {rank: outcome}."""
+def run_ranks(tmp_path, value, ranks=range(LOCAL_SIZE), others_wait_first=False):
+    """Runs the local ranks as processes; {rank: outcome}. others_wait_first: local rank 0 works only once every
+    other rank waits for its result."""
     environ = {"TMPDIR": str(tmp_path / "tmp"), "PMIX_NAMESPACE": "job-1"}
     calls = tmp_path / "calls"
     calls.mkdir()
+    waits = tmp_path / "waits" if others_wait_first else None
+    if waits:
+        waits.mkdir()
     context = multiprocessing.get_context("fork")
     results = context.Queue()
-    processes = {r: context.Process(target=rank_main, args=(r, environ, str(calls), value, results))
+    processes = {r: context.Process(target=rank_main, args=(r, environ, str(calls), value, results,
+                                                            str(waits) if waits else None))
                  for r in ranks}
-    for rank in sorted(processes, reverse=True):  # the waiting ranks first: rank 0 comes last
-        if rank == 0:
-            time.sleep(late_rank0_s)
-        processes[rank].start()
+    for process in processes.values():
+        process.start()
     outcomes = {}
     for _ in processes:
         rank, kind, payload = results.get(timeout=60)
@@ -68,7 +95,7 @@ def test_one_rank_on_the_host_runs_the_work_itself(tmp_path):
 
 def test_local_rank_0_works_once_and_every_rank_gets_its_result(tmp_path):
     value = {"images": list(range(1000)), "split": "train2017"}
-    outcomes, calls, environ = run_ranks(tmp_path, value, late_rank0_s=0.3)
+    outcomes, calls, environ = run_ranks(tmp_path, value, others_wait_first=True)
     assert outcomes == {r: ("ok", value) for r in range(LOCAL_SIZE)}
     assert len(calls) == 1, calls  # rank 0 only
     share = host_once.share_dir(environ)

@@ -1,6 +1,7 @@
 """sagemaker_env: rank layout, paths and channels from the environment (stdlib only)."""
 
 import json
+import os
 
 import pytest
 from mxnet_programs import sagemaker_env as sm
@@ -18,9 +19,17 @@ def test_dist_env_reads_openmpi_horovodrun_and_defaults():
 
 
 def test_limit_cpu_threads_splits_cores_unless_user_set():
-    env = {}
-    threads = sm.limit_cpu_threads(2, env)
-    assert env["OMP_NUM_THREADS"] == str(threads) and threads >= 1
+    # This thread may run on exactly two cores while it counts them: 2 local ranks get one thread each.
+    saved = os.sched_getaffinity(0)
+    if len(saved) < 2:
+        pytest.skip("needs 2 cores to pin this thread to")
+    os.sched_setaffinity(0, sorted(saved)[:2])
+    try:
+        assert sm.host_cores() == 2
+        env = {}
+        assert sm.limit_cpu_threads(2, env) == 1 and env == {"OMP_NUM_THREADS": "1"}
+    finally:
+        os.sched_setaffinity(0, saved)
     env = {"OMP_NUM_THREADS": "7"}
     assert sm.limit_cpu_threads(2, env) is None and env["OMP_NUM_THREADS"] == "7"
     assert sm.limit_cpu_threads(1, {}) is None

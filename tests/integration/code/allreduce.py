@@ -47,19 +47,30 @@ def wait_for_release(fifo):
     open(fifo).close()
 
 
+def train_steps(count, prefix):
+    """Allreduces as training's steps. Each reads its result, as training reads its loss: MXNet is asynchronous and
+    only then raises a peer's failure."""
+    for step in range(count):
+        hvd.allreduce(mx.nd.ones((4,)), name=f"{prefix}{step}").asnumpy()
+        time.sleep(0.1)
+
+
 hvd.init()
 rank, size = hvd.rank(), hvd.size()
 total = hvd.allreduce(mx.nd.ones((4,)) * (rank + 1), average=False, name="sum").asnumpy().tolist()
 record = {"started": STARTED, "rank": rank, "size": size, "local_rank": hvd.local_rank(), "sum": total,
           "host": os.environ.get("SM_CURRENT_HOST"), "args": sys.argv[1:],
           "probe": os.environ.get("JOB_ENV_PROBE"), "group": os.environ.get("SM_CURRENT_INSTANCE_GROUP"),
-          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "instance_type": os.environ.get("SM_CURRENT_INSTANCE_TYPE")}
+          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": len(os.sched_getaffinity(0)),
+          "instance_type": os.environ.get("SM_CURRENT_INSTANCE_TYPE")}
 path = os.path.join(os.environ["SM_MODEL_DIR"], f"rank-{rank}.json")
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)
 os.replace(path + ".tmp", path)
 print(f"rank {rank}/{size} on {record['host']}: sum={total[0]}")
 
+# Every rank trains a while before the fault, as a job would (the progress watch has wrapped Horovod's calls by then).
+train_steps(int(option("steps-before-fault", "0")), "before")
 fail_rank = option("fail-rank")
 if fail_rank is not None and int(fail_rank) == rank:
     mode = option("fail-mode", "raise")
@@ -107,10 +118,7 @@ pipe_channel = option("read-pipe-channel")
 if pipe_channel:
     read_pipe_channel(pipe_channel)
 # The others keep working in collectives, as real training would while a peer dies.
-for step in range(int(option("extra-steps", "0"))):
-    # Read the result, as training reads its loss: MXNet is asynchronous and only then raises a peer's failure.
-    hvd.allreduce(mx.nd.ones((4,)), name=f"step{step}").asnumpy()
-    time.sleep(0.1)
+train_steps(int(option("extra-steps", "0")), "step")
 record["finished"] = time.time()
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)

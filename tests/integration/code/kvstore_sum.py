@@ -37,7 +37,8 @@ total = mx.nd.zeros((4,))
 kv.pull(0, out=total)
 record = {"rank": rank, "size": size, "worker": worker, "host": host, "sum": total.asnumpy().tolist(),
           "dmlc": {k: v for k, v in os.environ.items() if k.startswith("DMLC_")}, "cwd": os.getcwd(),
-          "scheduler_host": scheduler_host(json.loads(os.environ["SM_HOSTS"])), "args": sys.argv[1:]}
+          "scheduler_host": scheduler_host(json.loads(os.environ["SM_HOSTS"])), "args": sys.argv[1:],
+          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": len(os.sched_getaffinity(0))}
 path = os.path.join(os.environ["SM_MODEL_DIR"], f"worker-{worker}.json")
 with open(path, "w") as f:
     json.dump(record, f)

@@ -1,5 +1,6 @@
 """training (the R-CNN programs end to end): real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
-against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline.
+against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline, how many DataLoader workers
+a rank runs by default.
 
 Each run is a few iterations of ResNet-50 R-CNN at short side 256 (~10 s per iteration on 2 cores), so
 these are marked slow.
@@ -14,6 +15,7 @@ import faster_rcnn
 import mask_rcnn
 import pytest
 from mxnet_programs.rcnn import data as rcnn_data
+from sagemaker_mxnet_horovod.parse.launch_rules import load_launch_rules
 
 from programs.rcnn import helpers as h
 
@@ -209,6 +211,18 @@ def test_horovod_false_baseline_never_imports_horovod(train_only, tmp_path):
     assert "world_size=1 devices_per_rank=1" in job.stdout
     assert iter_lines(job.stdout) == [(0, 1)]
     assert (job.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").is_file()
+
+
+def test_without_num_workers_a_cpu_rank_runs_the_loader_workers_the_launcher_counts(train_only, tmp_path):
+    # The launcher sizes /dev/shm by the DataLoader workers the launch module declares (rcnn/launch.py, loaded by its
+    # file path); the program must run as many when --num-workers is not given: 4 per rank on a CPU host.
+    argument, default = load_launch_rules("faster_rcnn", str(h.ENTRYPOINTS)).loader_workers
+    assert argument == "num-workers" and default(gpu_count=0, ranks_per_host=1, cores=2) == 4
+    flag = h.TINY_ARGS.index("--num-workers")
+    args = [*h.TINY_ARGS[:flag], *h.TINY_ARGS[flag + 2:], "--epochs", "1", "--max-iterations-per-epoch", "1"]
+    job = h.run("faster", tmp_path, args, env=h.channel_env(train_only), timeout=900)
+    assert job.returncode == 0, job.explain()
+    assert re.search(r"^faster_rcnn: model=.* loader_workers=4$", job.stdout, re.M), job.explain()
 
 
 @pytest.mark.parametrize("model", ["faster", "mask"])

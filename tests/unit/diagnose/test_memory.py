@@ -5,10 +5,13 @@ written in the format the kernel documents (Documentation/admin-guide/cgroup-v2.
 memory.peak bytes, memory.events "key count" lines), and the v1 kernel older than 4.13 (no oom_kill line) is
 made from the captured file without it."""
 
+import os
+import re
+from pathlib import Path
+
 from sagemaker_mxnet_horovod.diagnose.memory import (
     MemoryReading,
     oom_during,
-    parse_ram_bytes,
     parse_v1,
     parse_v2,
     read_memory,
@@ -69,8 +72,14 @@ def test_read_memory_finds_either_version_under_a_root(tmp_path):
 
 def test_read_memory_reads_this_machine():
     reading = read_memory()
-    assert reading.ram_bytes and reading.ram_bytes == parse_ram_bytes(open("/proc/meminfo").read())
-    assert reading.oom_kills is None or reading.oom_kills >= 0
+    assert reading.ram_bytes == os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")  # the kernel's own count
+    # The OOM killer's count as the kernel writes it for this process's cgroup (v2's memory.events at the cgroup
+    # mount; v1's memory controller), None where neither has one (a v2 host's root cgroup).
+    cgroup = Path("/sys/fs/cgroup")
+    counts = next((path.read_text() for path in (cgroup / "memory.events", cgroup / "memory" / "memory.oom_control")
+                   if path.exists()), "")
+    kills = re.search(r"^oom_kill (\d+)$", counts, re.MULTILINE)
+    assert reading.oom_kills == (int(kills.group(1)) if kills else None)
 
 
 def test_ceiling_and_peak_read_as_people_say_them():

@@ -167,6 +167,42 @@ def test_a_hung_python_rank_ends_itself_with_the_cause(tmp_path):
     assert last.endswith("'rank 1: reading the next batch'")
 
 
+# Horovod's MXNet module where the watch looks for it (horovod/mxnet/mpi_ops.py): each collective looks up its C
+# function on one library handle, MPI_MXNET_LIB_CTYPES, as Horovod 0.28.1's does; here the function returns at once.
+MPI_OPS = """\
+class Library:
+    def horovod_mxnet_allreduce_async(self, *args):
+        return 0
+MPI_MXNET_LIB_CTYPES = Library()
+def allreduce():
+    return MPI_MXNET_LIB_CTYPES.horovod_mxnet_allreduce_async()
+"""
+
+
+def test_a_horovod_call_counts_as_progress_and_the_hung_rank_names_its_last(tmp_path):
+    # Twice the timeout with no output and no computing, only an allreduce every 0.2 s: the rank is alive (else the
+    # watch ends it then, with no output yet). Then it prints and blocks: ended, naming its last Horovod call.
+    package = tmp_path / "site" / "horovod" / "mxnet"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "mpi_ops.py").write_text(MPI_OPS)
+    done = run_watched(tmp_path, """\
+        import threading, time
+        from horovod.mxnet import mpi_ops
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            mpi_ops.allreduce()
+            time.sleep(0.2)
+        print("rank 1: reading the next batch", flush=True)
+        threading.Event().wait()
+    """, {"PYTHONPATH": os.pathsep.join((str(SRC), str(tmp_path / "site")))})
+    assert done.returncode == EXIT_CODE, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "called from hang.py:8 (<module>)" in last, last
+    assert last.endswith("'rank 1: reading the next batch'; last Horovod call: allreduce"), last
+
+
 def test_a_hung_rank_has_the_launcher_take_every_ranks_stacks_before_it_ends(tmp_path):
     launcher = start_launcher(tmp_path, tmp_path / "out")
     try:

@@ -41,13 +41,25 @@ def test_nvidia_facts_parsers():
 
 def test_gather_reads_this_machine():
     facts = gather({"SM_NUM_GPUS": "0"})
-    assert 1 <= facts.cpu_count <= len(os.sched_getaffinity(0))
     assert (facts.gpu_count, facts.gpus, facts.nvidia_driver_version) == (0, (), None)
     assert facts.hostname == socket.gethostname()
     assert "lo" not in facts.interfaces
     assert facts.default_route_interface in (None, *facts.interfaces)
     assert ("lo", "127.0.0.1") in facts.interface_addresses
     assert {name for name, _ in facts.interface_addresses} <= {name for _, name in socket.if_nameindex()}
+
+
+def test_the_cpu_count_is_the_cores_this_process_may_run_on():
+    # This thread pinned to one core, then to two, while it counts (a test machine's host has no CPU quota, which
+    # would lower the count to the quota).
+    saved = os.sched_getaffinity(0)
+    assert len(saved) >= 2, "this test needs a machine with 2 cores"
+    try:
+        for cores in (1, 2):
+            os.sched_setaffinity(0, sorted(saved)[:cores])
+            assert gather({"SM_NUM_GPUS": "0"}).cpu_count == cores
+    finally:
+        os.sched_setaffinity(0, saved)
 
 
 def test_the_environments_gpu_count_wins_and_skips_the_gpu_query():

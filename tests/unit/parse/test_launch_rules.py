@@ -56,19 +56,6 @@ def test_rcnn_launch_rules(program):
     assert default(gpu_count=8, ranks_per_host=8, cores=96) == 11  # p3dn/p4d: a rank's 12 cores but its own
 
 
-def test_rcnns_declared_loader_workers_are_its_clis_default():
-    # The launcher's /dev/shm estimate counts them: the declaration must follow the program's own default. The
-    # CLI leaves --num-workers unset (None) and training.py fills it with the launch module's own function.
-    tree = ast.parse((ENTRYPOINTS / "mxnet_programs" / "rcnn" / "cli.py").read_text())
-    defaults = {call.args[0].value: keyword.value.value for call in ast.walk(tree) if isinstance(call, ast.Call)
-                and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value == "--num-workers"
-                for keyword in call.keywords if keyword.arg == "default"}
-    assert defaults == {"--num-workers": None}
-    training = (ENTRYPOINTS / "mxnet_programs" / "rcnn" / "training.py").read_text()
-    assert "num_workers=workers" in training and "workers = launch.default_loader_workers(" in training
-    assert load_launch_rules("mask_rcnn", str(ENTRYPOINTS)).loader_workers[1].__name__ == "default_loader_workers"
-
-
 def test_every_builtin_launch_module_exists_and_is_standard_library_only():
     # Loaded by file path into the launcher (stdlib only, starts in milliseconds): no relative imports, nothing
     # heavy, no imports of the launcher or of the programs' own modules.

@@ -13,7 +13,10 @@ from sagemaker_mxnet_horovod.plan.cores import CoreShare, core_share, hosts_shar
 def test_cores_per_process_is_the_floor_of_the_cores_over_every_process_on_the_machine_and_never_0(cores, per_host,
                                                                                                   sharing):
     share = CoreShare(cores, per_host, sharing)
-    assert share.per_process == max(1, cores // (per_host * sharing))
+    # The most threads per process that every process on the machine can have without passing its cores; 1 when
+    # even one each passes them.
+    fitting = [threads for threads in range(1, cores + 1) if threads * per_host * sharing <= cores]
+    assert share.per_process == (fitting[-1] if fitting else 1)
     assert share.per_process * per_host * sharing <= cores or share.per_process == 1  # never more threads than cores
     assert share.per_process <= CoreShare(cores, per_host).per_process  # sharing never gives a process more
 

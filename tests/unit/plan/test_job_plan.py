@@ -500,6 +500,20 @@ def test_parameter_server_master_runs_its_processes_no_mpirun():
     assert "NCCL_SOCKET_IFNAME" not in p.env  # MPI's rules are MPI's
 
 
+def test_parameter_server_workers_split_the_cores_of_their_machine():
+    # Every process of the host gets the plan's environment; the workers are what computes. 16 cores: 2 workers per host
+    # on instances of their own get 8 threads each; in SDK local mode the 2 hosts share the machine's 16: 4 each.
+    cpu16 = HostFacts(cpu_count=16, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
+    hosts, two_workers = ("algo-1", "algo-2"), {**PS, "sagemaker_mpi_num_of_processes_per_host": "2"}
+    own = plan(config(hosts=hosts, hps=two_workers, instance_type="ml.c5.4xlarge"), facts=cpu16)
+    assert own.env["OMP_NUM_THREADS"] == "8"
+    local = plan(config(hosts=hosts, hps=two_workers, instance_type="local"), facts=cpu16)
+    assert local.env["OMP_NUM_THREADS"] == "4"
+    assert "OMP_NUM_THREADS=4 (16 cores / (2 workers per host x 2 hosts on this machine))" in describe(local, {})
+    alone = plan(config(hosts=hosts, hps=PS, instance_type="ml.c5.4xlarge"), facts=cpu16)
+    assert "OMP_NUM_THREADS" not in alone.env  # one worker alone on its instance: MXNet's own choice, as AWS's toolkit
+
+
 def test_parameter_server_worker_host():
     p = plan(config(hosts=("algo-1", "algo-2"), current="algo-2", hps=PS))
     assert (p.role, p.command, [process.name for process in p.processes]) == ("worker", (), ["server 1", "worker 1"])

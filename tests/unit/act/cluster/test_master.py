@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from handshake_peers import JOB_KEY, checked_in_worker, connect_worker, free_port, gathering
+from late_peers import arriving_late
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.core.exits import ClusterError
@@ -117,15 +118,15 @@ def test_the_master_asks_its_workers_and_hears_a_worker_ask_for_stacks(master):
     while not wanted and time.monotonic() < deadline:
         time.sleep(0.01)  # the watcher thread hands it over
     assert wanted == ["no progress on rank 1 (localhost), asked on localhost"]
-    started = time.monotonic()
-    assert master.ask_workers({"type": "dump_stacks"}, "stacks", timeout_s=0.3) == {}  # silent: none, at the deadline
-    assert time.monotonic() - started < 5
+    # Silent until 30 s later: none, at the deadline (a wait that ignored it would return the late answer).
+    with arriving_late(lambda: worker.send(type="stacks", stacks={})):
+        assert master.ask_workers({"type": "dump_stacks"}, "stacks", timeout_s=0.3) == {}
     worker.close()  # gone: not waited for
     for watcher in master.watchers:
         watcher.join(10)
     started = time.monotonic()
     assert master.ask_workers({"type": "report_request"}, "host_report", timeout_s=10) == {}
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 5  # not the 10 s timeout: a generous bound
 
 
 def master_with(workers):
@@ -134,24 +135,26 @@ def master_with(workers):
     return master
 
 
+def report_launched(master, host):
+    """A worker's report that mpirun's daemon runs on it, as the watcher thread hands it over."""
+    with master.cond:
+        master.launched.add(host)
+        master.cond.notify_all()
+
+
 def test_names_the_workers_without_a_daemon_at_the_deadline():
     master = master_with(["algo-2", "algo-3"])
     master.launched.add("algo-3")
-    started = time.monotonic()
-    assert master.wait_launched(started + 0.2) == ["algo-2"]
-    # Not before the deadline; at it, within a generous bound (a wait that ignored the deadline never returns).
-    assert 0.2 <= time.monotonic() - started < 2
+    # algo-2 reports 30 s later: a wait that ignored the deadline would return [] then.
+    with arriving_late(lambda: report_launched(master, "algo-2")):
+        deadline = time.monotonic() + 0.2
+        assert master.wait_launched(deadline) == ["algo-2"]
+        assert time.monotonic() >= deadline  # not before it
 
 
 def test_returns_as_soon_as_every_worker_reports():
     master = master_with(["algo-2"])
-
-    def report():
-        with master.cond:
-            master.launched.add("algo-2")
-            master.cond.notify_all()
-
-    threading.Timer(0.1, report).start()
+    threading.Timer(0.1, report_launched, (master, "algo-2")).start()
     started = time.monotonic()
     assert master.wait_launched(started + 30) == []
     assert time.monotonic() - started < 5  # at the report, not the 30 s deadline: a generous bound
