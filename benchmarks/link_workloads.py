@@ -15,7 +15,7 @@ from pathlib import Path
 from local_job import DOCKER, Channel, JobSpec
 
 PROBE = Path(__file__).resolve().parent / "link_probe"
-RCNN_ITERATION = re.compile(r"\[1,0\]<stdout>:epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)")
+RCNN_ITERATION = re.compile(r"(?:\[1,0\]<stdout>:)?epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)")
 # The parameters Horovod sums every step: the programs' collect_train_params(), counted in the image by
 # `trainable_parameters` (34.6M for Faster R-CNN, 36.7M for Mask R-CNN with the default resnet50_v1b).
 COUNT_PARAMETERS = """
@@ -54,7 +54,13 @@ class Probe:
 
     def read(self, result, name: str, ranks: int) -> dict:
         check(result, name)
-        record = json.loads((result.master.root / "model" / "link_probe.json").read_text())
+        # Rank 0 writes it: on the first host under MPI; with the parameter server, on whichever host's worker
+        # the scheduler numbered 0.
+        written = [host.root / "model" / "link_probe.json" for host in result.hosts
+                   if (host.root / "model" / "link_probe.json").is_file()]
+        if not written:
+            raise JobFailed(f"{name}: no host wrote link_probe.json:\n" + result.describe()[-3000:])
+        record = json.loads(written[0].read_text())
         return {**record, "gradient_bytes": 4 * record["parameters"], "layers": record["args"]["layers"],
                 "measured_from": record["steps"][self.args.warmup][0]}
 
@@ -72,7 +78,7 @@ class Rcnn:
                            "max-iterations-per-epoch": str(self.args.iterations), "log-interval": "1",
                            "lr-warmup": "0", "resume": "false", "tensorboard": "false", **hps}
         return JobSpec(image=self.args.image, hosts=hosts, hyperparameters=hyperparameters, timeout_s=1800,
-                       channels=[Channel("data", self.data)], **placement)
+                       channels=[Channel("train", self.data)], **placement)  # no val split: no validation
 
     def read(self, result, name: str, ranks: int) -> dict:
         """Global images/s of iterations 2..N from rank 0's lines (the first builds the graph)."""
