@@ -35,7 +35,7 @@ pip check
 command -v train synth-data
 python -c "import sagemaker_mxnet_horovod.cli, sagemaker_mxnet_data.synth_data, sagemaker_mxnet_debugger.zero_code_change"
 HOROVOD_GRADIENT_COMPRESSION=fp16 python -c "import sys
-assert any(type(f).__name__ == '_WrapAfterImport' for f in sys.meta_path), 'sagemaker_mxnet_compression.pth is not armed'"
+assert any(getattr(f, 'name', None) == 'horovod.mxnet' for f in sys.meta_path), 'sagemaker_mxnet_compression.pth is not armed'"
 
 sbom=/usr/share/sbom
 install -d -m 0755 "$sbom"

@@ -16,6 +16,7 @@ MIRRORS = {
     "sagemaker_mxnet_data": "mxnet_data",
     "sagemaker_mxnet_debugger": "mxnet_debugger",
     "sagemaker_mxnet_compression": "mxnet_compression",
+    "sagemaker_mxnet_import_hooks": "mxnet_import_hooks",
 }
 # Tested inside the image, where their libraries are (numpy, MXNet, pycocotools): the test module that covers each.
 TESTED_IN_IMAGE = {

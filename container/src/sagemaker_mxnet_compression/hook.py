@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from sagemaker_mxnet_import_hooks.after_import import after_import
+
 VARIABLE = "HOROVOD_GRADIENT_COMPRESSION"
 CHOICES = ("none", "fp16")
 MODULE = "horovod.mxnet"
@@ -46,32 +48,6 @@ def wrap_trainer(module, choice: str) -> None:
     trainer_class.__init__ = __init__
 
 
-class _WrapAfterImport:
-    """A meta path finder: finds horovod.mxnet as the path finder would, and wraps its trainer once the package
-    has run."""
-
-    def __init__(self, choice: str):
-        self.choice = choice
-
-    def find_spec(self, name, path, target=None):
-        if name != MODULE:
-            return None
-        from importlib.machinery import PathFinder
-
-        sys.meta_path.remove(self)
-        spec = PathFinder.find_spec(name, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_wrap(module):
-            exec_module(module)
-            wrap_trainer(module, self.choice)
-
-        spec.loader.exec_module = exec_then_wrap
-        return spec
-
-
 def install(env=None) -> None:
     """Called by sagemaker_mxnet_compression.pth at every interpreter start with the variable set. A value the
     launcher would have refused (it checks the hyperparameter) is a warning here, and nothing changes."""
@@ -83,7 +59,4 @@ def install(env=None) -> None:
         sys.stderr.write(f"warning: {VARIABLE}={env.get(VARIABLE)!r} is not one of {', '.join(CHOICES)}: "
                          "gradients are not compressed\n")
         return
-    if MODULE in sys.modules:
-        wrap_trainer(sys.modules[MODULE], choice)
-    else:
-        sys.meta_path.insert(0, _WrapAfterImport(choice))
+    after_import(MODULE, lambda module: wrap_trainer(module, choice))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
+from sagemaker_mxnet_import_hooks.after_import import after_import
+
 # Imported at every interpreter start of a job with a hook configuration (the .pth file): the standard library's
 # cheapest modules only; the rest when Gluon is imported (docs/debugger.md: what it costs).
 WHO = "zero-code-change"
@@ -112,29 +114,6 @@ def wrap_block_call(block_class, registration=REGISTRATION):
     block_class.__call__ = __call__
 
 
-class _PatchAfterImport:
-    """A meta path finder: finds mxnet.gluon.block as the path finder would, and wraps Block.__call__ once that
-    module has run."""
-
-    def find_spec(self, name, path, target=None):
-        if name != BLOCK_MODULE:
-            return None
-        from importlib.machinery import PathFinder
-
-        sys.meta_path.remove(self)
-        spec = PathFinder.find_spec(name, path, target)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_then_wrap(module):
-            exec_module(module)
-            wrap_block_call(module.Block)
-
-        spec.loader.exec_module = exec_then_wrap
-        return spec
-
-
 def install(env=None):
     """Called by sagemaker_mxnet_debugger.pth at every interpreter start: arm the wrap when the job has a hook
     configuration (SMDEBUG_ZERO_CODE_CHANGE=0 turns it off)."""
@@ -142,7 +121,4 @@ def install(env=None):
     path = env.get("SMDEBUG_CONFIG_FILE_PATH") or "/opt/ml/input/config/debughookconfig.json"  # config.py's
     if env.get("SMDEBUG_ZERO_CODE_CHANGE", "1") == "0" or not os.path.exists(path):
         return
-    if BLOCK_MODULE in sys.modules:
-        wrap_block_call(sys.modules[BLOCK_MODULE].Block)
-    else:
-        sys.meta_path.insert(0, _PatchAfterImport())
+    after_import(BLOCK_MODULE, lambda module: wrap_block_call(module.Block))

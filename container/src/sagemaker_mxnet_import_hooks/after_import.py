@@ -1,0 +1,42 @@
+"""Change a module once it is imported, without importing it: for the image's .pth hooks (gradient compression,
+zero-code-change Debugger), which run at every interpreter start and must cost nothing until a program imports
+what they change. Standard library only."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+
+def after_import(name: str, action: Callable[[object], object]) -> None:
+    """action(module) now if `name` is imported, else right after its first import runs."""
+    if name in sys.modules:
+        action(sys.modules[name])
+    else:
+        sys.meta_path.insert(0, AfterImport(name, action))
+
+
+class AfterImport:
+    """A meta path finder: finds `name` as the path finder would, and calls action(module) once the module has run;
+    then it leaves sys.meta_path."""
+
+    def __init__(self, name: str, action: Callable[[object], object]):
+        self.name, self.action = name, action
+
+    def find_spec(self, name, path, target=None):
+        if name != self.name:
+            return None
+        from importlib.machinery import PathFinder
+
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_then_act(module):
+            exec_module(module)
+            self.action(module)
+
+        spec.loader.exec_module = exec_then_act
+        return spec

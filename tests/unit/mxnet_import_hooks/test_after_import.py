@@ -1,0 +1,37 @@
+"""after_import.py: a change made to a module right after its first import, by a real import of a real module (the
+.pth hooks' Horovod and Gluon wraps: tests/image), or at once when the module is already imported."""
+
+import sys
+
+import pytest
+from sagemaker_mxnet_import_hooks.after_import import AfterImport, after_import
+
+
+@pytest.fixture
+def module_dir(tmp_path, monkeypatch):
+    (tmp_path / "after_import_target.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "after_import_target", raising=False)
+    yield tmp_path
+    sys.modules.pop("after_import_target", None)
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, AfterImport)]
+
+
+def test_the_change_comes_after_the_modules_own_code_and_the_finder_then_leaves(module_dir):
+    seen = []
+    after_import("after_import_target", lambda module: seen.append(module.VALUE) or setattr(module, "VALUE", 2))
+    assert seen == [] and "after_import_target" not in sys.modules  # nothing imported until a program does
+    other = next(finder for finder in sys.meta_path if isinstance(finder, AfterImport))
+    assert other.find_spec("json_not_this", None) is None  # other imports pass through untouched
+    import after_import_target
+
+    assert seen == [1] and after_import_target.VALUE == 2
+    assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)
+
+
+def test_an_imported_module_is_changed_at_once(module_dir):
+    import after_import_target
+
+    after_import("after_import_target", lambda module: setattr(module, "VALUE", 3))
+    assert after_import_target.VALUE == 3
+    assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)
