@@ -61,7 +61,7 @@ def main() -> int:
     metrics = model_dir / "metrics.json"
     if metrics.exists():
         accuracy = json.loads(metrics.read_text()).get("val_accuracy")
-        print(f"demo: final validation accuracy {accuracy:.4f} over the full test set")
+        print(f"demo: final validation accuracy {accuracy:.4f} over the whole synthetic test set (every rank's shard)")
     for host in result.hosts:
         if host.failure:
             print(f"demo: {host.name} failure: {host.failure}")
