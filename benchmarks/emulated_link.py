@@ -72,6 +72,14 @@ def shape(pid: int, rate_bps: float, device: str = "eth0", queue_ms: float = QUE
     return qdisc(pid, device)
 
 
+def set_congestion_control(pid: int, algorithm: str) -> None:
+    """TCP's congestion control for the connections the namespace of `pid` opens from now on (a per-namespace
+    sysctl, read from the namespace of whoever opens the file: hence nsenter)."""
+    done = _in_namespace(pid, "sh", "-c", f"echo {algorithm} > /proc/sys/net/ipv4/tcp_congestion_control")
+    if done.returncode != 0:
+        raise LinkError(f"could not set TCP congestion control {algorithm} for pid {pid}: {done.stderr.strip()}")
+
+
 def qdisc(pid: int, device: str = "eth0") -> str:
     return _in_namespace(pid, "tc", "-s", "qdisc", "show", "dev", device).stdout.strip()
 

@@ -19,10 +19,15 @@ with Horovod's timeline of 3 steps and every rank's CPU per thread (benchmarks/l
 
   python3 benchmarks/link_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--workloads gpu-like cpu]
       [--ratios unshaped 0.24 0.77] [--hosts 2] [--variant 'NAME:key=value,KEY=value'] [--repeat 1]
-      [--phases] [--control] [--queue-ms 10]
+      [--phases] [--control] [--queue-ms 10] [--congestion-control cubic]
 
 Variant keys in lower case are hyperparameters (the launcher's, e.g. horovod_fusion_threshold_mb, or the
-program's: compression=fp16 for the probe), upper case the job's environment. Needs root, tc and nsenter.
+program's: compression=fp16 for the probe), upper case the job's environment; link_congestion_control is the
+script's own (that variant's links' TCP congestion control). Needs root, tc and nsenter.
+
+TCP congestion control: the shaped hosts' namespaces use cubic, Linux's default, unless told. This machine's
+kernel defaults to bbr, under which Open MPI's exchanges on a shaped link lost up to 0.13 of linear against
+cubic (docs/benchmarks.md); raw TCP exchanges of the same sizes did not.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ from parameter_server_scaling import placement  # noqa: E402
 from weak_scaling import load  # noqa: E402
 
 DEFAULTS = "defaults:"
+# A variant's key for the emulated link's TCP congestion control (the script's, not the job's: never passed on)
+CONGESTION_CONTROL_KEY = "link_congestion_control"
 
 
 def parse_variant(text: str) -> tuple[str, dict, dict]:
@@ -62,14 +69,18 @@ class Shaper:
     """JobSpec.during: shape every host's link as soon as its container runs, and remember when. With a flow
     cap (a share of the link's rate), also cap each TCP connection, classifying new ones until the job ends."""
 
-    def __init__(self, hosts: int, rate_bps: float, queue_ms: float, flow_cap: float | None = None):
+    def __init__(self, hosts: int, rate_bps: float, queue_ms: float, flow_cap: float | None = None,
+                 congestion_control: str | None = None):
         self.hosts, self.rate_bps, self.queue_ms, self.flow_cap = hosts, rate_bps, queue_ms, flow_cap
+        self.congestion_control = congestion_control
         self.shaped_at, self.flows = 0.0, []
 
     def __call__(self, handle) -> None:
         names = [f"algo-{index + 1}" for index in range(self.hosts)]
         for name in names:
             pid = link.container_pid(DOCKER, handle.container(name, 60))
+            if self.congestion_control:
+                link.set_congestion_control(pid, self.congestion_control)
             if self.flow_cap:
                 self.flows.append(link.FlowCapped(pid, self.rate_bps, self.flow_cap * self.rate_bps,
                                                   queue_ms=self.queue_ms))
@@ -117,7 +128,10 @@ def run_control(workload, args, workdir: Path) -> float:
 
 def run_linked(workload, args, rate_bps: float | None, hps: dict, env: dict, workdir: Path) -> dict:
     cpusets, cpus = placement(args.hosts)
-    shaper = Shaper(args.hosts, rate_bps, args.queue_ms, args.flow_cap) if rate_bps else None
+    hps = dict(hps)
+    congestion_control = hps.pop(CONGESTION_CONTROL_KEY, args.congestion_control)
+    shaper = Shaper(args.hosts, rate_bps, args.queue_ms, args.flow_cap,
+                    None if congestion_control == "system" else congestion_control) if rate_bps else None
     record = run(workload, args, args.hosts, cpusets, cpus, hps, env, workdir, "linked", shaper, args.ranks_per_host)
     if shaper and record["measured_from"] is not None and record["measured_from"] < shaper.shaped_at:
         raise workloads.JobFailed("the links were shaped only after the measured steps began: raise --warmup")
@@ -134,12 +148,17 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, choices=[2, 4], default=2)
     parser.add_argument("--ranks-per-host", type=int, default=1, help="ranks sharing each host's CPU (Horovod's "
                         "hierarchical allreduce: the variant HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
-    parser.add_argument("--variant", action="append", help="NAME:key=value,KEY=value (default: the defaults)")
+    parser.add_argument("--variant", action="append", help="NAME:key=value,KEY=value (default: the defaults); "
+                        f"{CONGESTION_CONTROL_KEY}=ALGORITHM sets the link's for that variant")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--steps", type=int, default=24, help="probe: steps per run")
     parser.add_argument("--warmup", type=int, default=4, help="probe: steps left out of the figures")
     parser.add_argument("--iterations", type=int, default=4, help="R-CNN: iterations per run (the first untimed)")
     parser.add_argument("--short", type=int, default=320, help="R-CNN: image short side")
+    parser.add_argument("--congestion-control", default="cubic",
+                        help="TCP congestion control in the shaped hosts' namespaces: Linux's default, cubic, unless "
+                             "told; 'system' keeps this machine's (bbr here, which costs Open MPI's exchanges "
+                             "on these links: docs/benchmarks.md)")
     parser.add_argument("--queue-ms", type=float, default=link.QUEUE_MS, help="the emulated link's queue")
     parser.add_argument("--flow-cap", type=float, help="cap every TCP connection at this share of the link's rate "
                         "(EC2: 5 or 10 Gbit/s a flow, e.g. 0.4 of 25 Gbit/s)")
@@ -220,7 +239,8 @@ def say(round_: int, workload: str, what: str, text: str) -> None:
 def print_table(args, chosen: list, ratios: list, variants: list, results: dict) -> None:
     print(f"\n{args.hosts} hosts x {args.ranks_per_host} rank(s) ({'a core' if args.hosts == 2 else 'half a core'} a "
           f"host) against one rank alone with a rank's share, "
-          f"{args.repeat} round(s), medians (each round in brackets); link queue {args.queue_ms:g} ms"
+          f"{args.repeat} round(s), medians (each round in brackets); link queue {args.queue_ms:g} ms, "
+          f"TCP congestion control {args.congestion_control}"
           + (f", each connection capped at {args.flow_cap:g} of the link" if args.flow_cap else "") + "; "
           f"load at the end {load()}")
     print(f"{'workload':11s} {'link ratio':>10s} {'variant':30s} {'efficiency':>22s} {'overlap limit':>13s}")
