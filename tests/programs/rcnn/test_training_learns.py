@@ -1,5 +1,6 @@
 """training (the R-CNN programs learn): overfitting one small synthetic batch for 30 iterations lowers the loss terms
-the program logs, for Faster and Mask R-CNN, on 1 rank x 2 images and on 2 ranks x 1 image; all but rcnn_box.
+the program logs, for Faster and Mask R-CNN, on 1 rank x 2 images and on 2 ranks x 1 image: the total, rpn_cls,
+rpn_box and rcnn_cls; not rcnn_box, and mask not by its head's learning (below).
 
 The batch: two 128 x 128 px images, one object each; each iteration is its own epoch. The programs run through their
 own main (recorded_run.py: the models' random draws pinned per image, so that a run is deterministic: the same
@@ -26,8 +27,10 @@ What is not asserted:
     RPN's scores reorder the proposals, and the head, trained from scratch (no pretrained backbone without a
     download), does not learn in 30 iterations to regress boxes it sees once or twice. With 6 positives of 12 (40
     iterations) it fell 1.2x, with the model zoo's NMS and 2 positives of 8 it rose 1.25x to 1.8x.
-  * mask is asserted to fall, but it falls in the first iteration (2.0 to 1.2 on 1 rank) and little after: its
-    per-pixel loss stays near 0.55 per image, below chance (0.69) and far from 0.
+  * mask falls 1.4x to 2.3x (FALLS), but as much with its head's gradient stopped (mask_loss.sum().detach() in
+    mask_rcnn.py, in a copy: 1.43x in both layouts, against 1.81x and 1.77x): the other terms' training moves the
+    features and RoIs a fixed random head scores, towards chance (0.69 per image, from 1.0). Learning brings it to
+    about 0.55 per image, little below chance: the head learns little of the shapes in 30 iterations.
 """
 
 import pytest
@@ -54,9 +57,9 @@ LR, WARMUP, DECAY_AT = 0.16, 2, 20
 #   rpn_cls   6.24 2.59 2.34 | 7.98 8.59 2.11 | 5.13 5.44 5.89 | 4.59 2.16 1.92
 #   rpn_box   2.82 2.45 2.06 | 2.09 1.66 1.85 | 3.09 2.12 2.47 | 2.71 1.53 1.41
 #   rcnn_cls  4.29 2.98 2.18 | 6.35 6.59 4.69 | 2.84 4.93 4.19 | 2.85 3.32 2.18
-#   mask                                      | 1.81 1.46 2.25 | 1.77 1.43 2.12
+#   mask                                      | 1.81 1.46 2.25 | 1.77 1.43 2.12   (not asserted)
 #   rcnn_box  1.02 0.90 1.01 | 1.19 0.87 0.79 | 1.03 0.92 1.05 | 1.01 0.99 0.75   (not asserted)
-FALLS = {"loss": 1.35, "rpn_cls": 1.5, "rpn_box": 1.15, "rcnn_cls": 1.75, "mask": 1.15}
+FALLS = {"loss": 1.35, "rpn_cls": 1.5, "rpn_box": 1.15, "rcnn_cls": 1.75}
 
 
 @pytest.fixture(scope="module")
@@ -85,5 +88,5 @@ def test_overfitting_one_batch_lowers_the_loss_terms(layouts, layout):
     fallen = {name: first[name] / (sum(values[name] for values in last) / LAST) for name in first}
     print(f"{model}, {['1 rank x 2 images', '2 ranks x 1 image'][layout - 1]}: first iteration / last {LAST}: "
           + " ".join(f"{name}={ratio:.2f}" for name, ratio in fallen.items()))
-    short = {name: round(fallen[name], 2) for name, factor in FALLS.items() if fallen.get(name, factor) < factor}
+    short = {name: round(fallen[name], 2) for name, factor in FALLS.items() if fallen[name] < factor}
     assert not short, f"fell less than {FALLS}: {short}; per iteration: {losses}"
