@@ -97,9 +97,11 @@ def run_mnist(workdir, args=(), env=None, ranks=1, timeout=120, command=None):
 RECORDED_RUN = Path(__file__).with_name("recorded_run.py")
 
 
-def recorded_run(program):
-    """The command that runs `program` (mnist, faster, mask) through recorded_run.py, and the PYTHONPATH it needs."""
-    return [sys.executable, str(RECORDED_RUN), program], {"PYTHONPATH": os.pathsep.join([str(ENTRYPOINTS),
+def recorded_run(program, **model_arguments):
+    """The command that runs `program` (mnist, faster, mask) through recorded_run.py, and the PYTHONPATH it needs.
+    `model_arguments` (R-CNN): GluonCV model constructor arguments instead of the model zoo's."""
+    overrides = [f"{name}={value}" for name, value in model_arguments.items()]
+    return [sys.executable, str(RECORDED_RUN), program, *overrides], {"PYTHONPATH": os.pathsep.join([str(ENTRYPOINTS),
                                                                                          str(CONTAINER_SRC)])}
 
 

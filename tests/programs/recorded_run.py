@@ -1,6 +1,10 @@
-"""A built-in program run through its own main (`recorded_run.py mnist|faster|mask ARGS...`), recording its trainable
-weights around its first optimizer step, so that two runs which split the same images differently between ranks can
-be compared; for R-CNN with the models' randomness pinned per image.
+"""A built-in program run through its own main (`recorded_run.py mnist|faster|mask [NAME=VALUE ...] ARGS...`),
+recording its trainable weights around its first optimizer step, so that two runs which split the same images
+differently between ranks can be compared; for R-CNN with the models' randomness pinned per image.
+
+R-CNN only, NAME=VALUE (a Python literal) before the program's arguments: a GluonCV FasterRCNN (and so MaskRCNN)
+constructor argument instead of the one the model zoo passes, e.g. num_sample=8 (RoIs sampled per image for the RCNN
+head) or rpn_train_post_nms=300 (RPN proposals per image in training): a cheaper model on the programs' code path.
 
 Recorded by rank 0 in the model dir: `weights-step-0.npz` (once every rank has them, before the first step) and
 `weights-step-1.npz` (after it). Everything else is the program's: config, Session (Horovod), data split, Trainer,
@@ -14,6 +18,7 @@ What is pinned for R-CNN, and why: the same image must get the same random draws
     two draws what two batches of one draw.
 """
 
+import ast
 import os
 import random
 import sys
@@ -78,6 +83,16 @@ def recording(training_class, trainable):
     return Recorded
 
 
+def overriding_construction(cls, overrides):
+    """`cls` built with `overrides` in place of the constructor arguments its callers pass."""
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **{**kwargs, **overrides})
+
+    cls.__init__ = __init__
+
+
 def main(program, argv):
     """Runs the program (its main ends the process)."""
     if program == "mnist":
@@ -89,6 +104,14 @@ def main(program, argv):
     from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
     from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 
+    overrides = {}
+    while argv and not argv[0].startswith("-"):
+        name, value = argv.pop(0).split("=")
+        overrides[name] = ast.literal_eval(value)
+    if overrides:
+        from gluoncv.model_zoo.rcnn.faster_rcnn.faster_rcnn import FasterRCNN
+
+        overriding_construction(FasterRCNN, overrides)
     mx.symbol.random.uniform = fixed_uniform(mx.symbol)
     mx.ndarray.random.uniform = fixed_uniform(mx.ndarray)
     training.RcnnTraining = recording(training.RcnnTraining, lambda net: net.collect_train_params())

@@ -9,6 +9,7 @@ model store at a closed local port.
 import functools
 import importlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from entrypoint_job import Job, mpi_problem, session_pids
 
-from programs.helpers import base_env
+from programs.helpers import base_env, recorded_run
 
 ROOT = Path(__file__).resolve().parents[3]
 ENTRYPOINTS = ROOT / "entrypoints"
@@ -104,6 +105,35 @@ def start(model, workdir, args=(), env=None, ranks=1, command=None):
 
 def run(model, workdir, args=(), env=None, ranks=1, timeout=600, command=None):
     return start(model, workdir, args, env, ranks, command).wait(timeout)
+
+
+def train_both_layouts(model, root, data, args, timeout, **model_arguments):
+    """`model` trained on `data`'s 2 images as one batch, through recorded_run.py (with GluonCV's `model_arguments`),
+    as 1 rank x 2 images and as 2 ranks x 1 image side by side, one thread per rank, every iteration logged:
+    (the 1-rank job, the 2-rank job), finished. `args`: the program's other arguments."""
+    command, path = recorded_run(model, **model_arguments)
+    env = {**channel_env(data), **path, "OMP_NUM_THREADS": "1"}
+    jobs = []
+    for ranks, name in ((1, "one"), (2, "two")):
+        workdir = Path(root) / name
+        own = ["--pretrained-base", "false", "--num-workers", "0", "--batch-size", str(2 // ranks),
+               "--log-interval", "1", "--save-interval", "0", "--tensorboard", "false",
+               "--checkpoint-dir", str(workdir / "checkpoints"), "--model-dir", str(workdir / "model")]
+        jobs.append(start(model, workdir, [*own, *args], env=env, ranks=ranks, command=command))
+    return tuple(job.wait(timeout) for job in jobs)
+
+
+# An epoch's first iteration line, as rank 0 logs it (--log-interval 1): loss, the terms, lr.
+FIRST_ITERATION_LINE = re.compile(r"^epoch=\d+ iter=1 loss=(\S+) (.*) lr=(\S+) ", re.M)
+
+
+def first_iterations(job, loss_names):
+    """Each epoch's first iteration, as rank 0 logged it: ({"loss": total, name: term}, lr)."""
+    found = []
+    for loss, terms, lr in FIRST_ITERATION_LINE.findall(job.stdout):
+        values = dict(pair.split("=") for pair in terms.split())
+        found.append(({"loss": float(loss), **{name: float(values[name]) for name in loss_names}}, float(lr)))
+    return found
 
 
 def channel_env(train_dir, val_dir=None):

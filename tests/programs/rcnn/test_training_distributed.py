@@ -15,14 +15,12 @@ module took 243 s and 351 s in two runs (Faster R-CNN 128-182 s, Mask R-CNN 115-
 iteration, the rest is the 3 iterations the loss test needs).
 """
 
-import re
-
 import pytest
 from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from sagemaker_mxnet_data import synthetic_coco
 
-from programs.helpers import first_step_differences, recorded_run
+from programs.helpers import first_step_differences
 from programs.rcnn import helpers as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
@@ -31,7 +29,6 @@ MODELS = {"faster": FASTER, "mask": MASK}
 ITERATIONS = 4  # each its own epoch: the two images are the one batch
 LR = 0.16  # for a global batch of 8 images: 0.04 for these 2
 WARMUP = 2
-ITER_LINE = re.compile(r"^epoch=\d+ iter=1 loss=(\S+) (.*) lr=(\S+) ", re.M)
 SAME_STEP = 1e-3  # as in test_mnist_mpi.py (measured here: below 5e-5)
 # The first iteration's loss over the mean of the later ones (measured at 3.1x and 2.3x for the total of Faster and
 # Mask R-CNN, 5.5x for rcnn_cls). The other terms need more iterations than this test can afford: over 20 iterations
@@ -46,32 +43,18 @@ def two_images(tmp_path_factory, needs_mxnet):
     return out
 
 
-def train(model, workdir, data, ranks, per_rank_batch):
-    command, path = recorded_run(model)
-    args = ["--pretrained-base", "false", "--short", "192", "--max-size", "192", "--num-workers", "0",
-            "--batch-size", str(per_rank_batch), "--lr", str(LR), "--lr-warmup", str(WARMUP), "--log-interval", "1",
-            "--epochs", str(ITERATIONS), "--save-interval", "0", "--tensorboard", "false",
-            "--checkpoint-dir", str(workdir / "checkpoints"), "--model-dir", str(workdir / "model")]
-    env = {**h.channel_env(data), **path, "OMP_NUM_THREADS": "1"}
-    return h.start(model, workdir, args, env=env, ranks=ranks, command=command)
-
-
 @pytest.fixture(scope="module", params=list(MODELS))
 def layouts(request, two_images, tmp_path_factory):
     """(model, 1 rank x 2 images, 2 ranks x 1 image), finished."""
-    model, root = request.param, tmp_path_factory.mktemp(request.param)
-    jobs = [train(model, root / "one", two_images, 1, 2), train(model, root / "two", two_images, 2, 1)]
-    return model, *(job.wait(900) for job in jobs)
+    model = request.param
+    args = ["--short", "192", "--max-size", "192", "--lr", str(LR), "--lr-warmup", str(WARMUP),
+            "--epochs", str(ITERATIONS)]
+    return model, *h.train_both_layouts(model, tmp_path_factory.mktemp(model), two_images, args, 900)
 
 
 def iterations(job, model):
     """Each iteration's total loss and terms ({name: value}) and lr, as rank 0 logged them."""
-    found = []
-    for loss, terms, lr in ITER_LINE.findall(job.stdout):
-        values = dict(pair.split("=") for pair in terms.split())
-        found.append(({"loss": float(loss), **{name: float(values[name]) for name in MODELS[model].loss_names}},
-                      float(lr)))
-    return found
+    return h.first_iterations(job, MODELS[model].loss_names)
 
 
 def test_two_ranks_of_one_image_take_the_step_one_rank_of_two_takes(layouts):

@@ -1,0 +1,92 @@
+"""training (the R-CNN programs learn): overfitting one small synthetic batch for 30 iterations lowers the loss terms
+the program logs, for Faster and Mask R-CNN, on 1 rank x 2 images and on 2 ranks x 1 image: the total, rpn_cls,
+rpn_box and rcnn_cls; not rcnn_box, and mask not by its head's learning (below).
+
+The batch: two 128 x 128 px images, one object each; each iteration is its own epoch. The programs run through their
+own main (recorded_run.py: the models' random draws pinned per image, so that a run is deterministic: the same
+settings log the same numbers on this machine; the spread below is over the programs' --seed, the weights' init).
+Cheap iterations on the programs' code path, from GluonCV's own constructor arguments (MODEL_ARGUMENTS, given by
+recorded_run.py): 8 RoIs per image for the RCNN head instead of 128 (the head runs ResNet's last stage on each: most
+of the ~10 s an image took), at most half of them positive (GluonCV's quarter would leave 2); every anchor of the
+image (960 at 128 px) a proposal, without NMS, instead of 2000 after NMS 0.7: with the model zoo's NMS, 300
+proposals and 2 positives of 8, rpn_box rose again after iteration 20 and ended at 0.4x and 0.95x of its first
+value in the two layouts of Faster R-CNN (lr decayed at 18 and 25). One thread per rank, a model's two layouts side
+by side: about 1.5 s an iteration, 70 s for Faster R-CNN's two runs, 80 s for Mask R-CNN's, on 2 cores.
+
+The learning rate: --lr 0.16 (0.04 for the 2 images; at that rate rcnn_cls already jumps to up to 1.7x its first
+value in some of the first 12 iterations; higher rates were not tried), warmed up over 2 iterations, 10x lower from
+iteration 20. After about iteration 20 the RPN terms creep up again while the RCNN terms still fall (the heads share
+the backbone's features): over 40 iterations rpn_box ended 1.0x to 2.9x below its first value.
+
+What is not asserted:
+  * rcnn_box does not fall: 0.75x to 1.19x (first iteration over the mean of the last 5) in the 12 runs measured
+    (FALLS). It is summed over the sampled positive RoIs and divided by all sampled RoIs, so the number of positives
+    weighs it: with up to 8 positives of 16 and NMS, one image's positives grew from 3 to 8 as the RPN learnt and
+    rcnn_box rose 1.4x. Here the sampler finds its 4 positives in every iteration (the ground truth box is one), so
+    the count is not the cause; but which proposals are the other three changes from iteration to iteration as the
+    RPN's scores reorder the proposals, and the head, trained from scratch (no pretrained backbone without a
+    download), does not learn in 30 iterations to regress boxes it sees once or twice. With 6 positives of 12 (40
+    iterations) it fell 1.2x, with the model zoo's NMS and 2 positives of 8 it rose 1.25x to 1.8x.
+  * mask falls 1.4x to 2.3x (FALLS), but as much with its head's gradient stopped (mask_loss.sum().detach() in
+    mask_rcnn.py, in a copy: 1.43x in both layouts, against 1.81x and 1.77x): the other terms' training moves the
+    features and RoIs a fixed random head scores, towards chance (0.69 per image, from 1.0). Learning brings it to
+    about 0.55 per image, little below chance: the head learns little of the shapes in 30 iterations.
+"""
+
+import pytest
+from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
+from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
+from sagemaker_mxnet_data import synthetic_coco
+
+from programs.rcnn import helpers as h
+
+pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
+
+MODELS = {"faster": FASTER, "mask": MASK}
+SIZE = 128
+# GluonCV's constructor arguments instead of the model zoo's: 8 RoIs per image, at most 4 positive; every anchor a
+# proposal (pre and post NMS), an NMS that suppresses nothing.
+MODEL_ARGUMENTS = {"num_sample": 8, "pos_ratio": 0.5, "rpn_train_pre_nms": 960, "rpn_train_post_nms": 960,
+                   "rpn_nms_thresh": 1.0}
+ITERATIONS, LAST = 30, 5
+LR, WARMUP, DECAY_AT = 0.16, 2, 20
+# The first iteration's value over the mean of the last LAST, at least: about 0.8 of the lowest of 3 runs of each
+# model and layout (the program's --seed 233, the default and this test's, then 1 and 2), measured as
+#   Faster 1 x 2 | Faster 2 x 1 | Mask 1 x 2 | Mask 2 x 1, each for seeds 233, 1, 2:
+#   loss      2.53 2.10 1.74 | 3.37 3.16 2.18 | 2.07 2.51 2.63 | 2.11 2.13 1.69
+#   rpn_cls   6.24 2.59 2.34 | 7.98 8.59 2.11 | 5.13 5.44 5.89 | 4.59 2.16 1.92
+#   rpn_box   2.82 2.45 2.06 | 2.09 1.66 1.85 | 3.09 2.12 2.47 | 2.71 1.53 1.41
+#   rcnn_cls  4.29 2.98 2.18 | 6.35 6.59 4.69 | 2.84 4.93 4.19 | 2.85 3.32 2.18
+#   mask                                      | 1.81 1.46 2.25 | 1.77 1.43 2.12   (not asserted)
+#   rcnn_box  1.02 0.90 1.01 | 1.19 0.87 0.79 | 1.03 0.92 1.05 | 1.01 0.99 0.75   (not asserted)
+FALLS = {"loss": 1.35, "rpn_cls": 1.5, "rpn_box": 1.15, "rcnn_cls": 1.75}
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory, needs_mxnet):
+    out = tmp_path_factory.mktemp("batch") / "coco"
+    synthetic_coco.write_coco(out, num_train=2, num_val=0, image_size=(SIZE, SIZE), seed=14)
+    return out
+
+
+@pytest.fixture(scope="module", params=list(MODELS))
+def layouts(request, batch, tmp_path_factory):
+    """(model, 1 rank x 2 images, 2 ranks x 1 image), finished."""
+    model = request.param
+    args = ["--short", str(SIZE), "--max-size", str(SIZE), "--lr", str(LR), "--lr-warmup", str(WARMUP),
+            "--lr-decay-epoch", str(DECAY_AT), "--epochs", str(ITERATIONS)]
+    return model, *h.train_both_layouts(model, tmp_path_factory.mktemp(model), batch, args, 600, **MODEL_ARGUMENTS)
+
+
+@pytest.mark.parametrize("layout", [1, 2], ids=["1 rank x 2 images", "2 ranks x 1 image"])
+def test_overfitting_one_batch_lowers_the_loss_terms(layouts, layout):
+    model, job = layouts[0], layouts[layout]
+    assert job.returncode == 0, job.explain()
+    losses = [values for values, _ in h.first_iterations(job, MODELS[model].loss_names)]
+    assert len(losses) == ITERATIONS, job.stdout
+    first, last = losses[0], losses[-LAST:]
+    fallen = {name: first[name] / (sum(values[name] for values in last) / LAST) for name in first}
+    print(f"{model}, {['1 rank x 2 images', '2 ranks x 1 image'][layout - 1]}: first iteration / last {LAST}: "
+          + " ".join(f"{name}={ratio:.2f}" for name, ratio in fallen.items()))
+    short = {name: round(fallen[name], 2) for name, factor in FALLS.items() if fallen[name] < factor}
+    assert not short, f"fell less than {FALLS}: {short}; per iteration: {losses}"
