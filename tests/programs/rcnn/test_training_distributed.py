@@ -1,5 +1,5 @@
-"""training (the R-CNN programs) across ranks: 2 ranks x 1 image train as 1 rank x the same 2 images (one big batch),
-and both layouts learn on that one batch.
+"""training (the R-CNN programs) across ranks: 2 ranks x 1 image train as 1 rank x the same 2 images (one big batch).
+That both layouts learn on one batch: test_training_learns.py.
 
 Each model trains the two layouts once, from the same weights, through its own main (recorded_run.py: rank 0 records
 the trainable weights around the first step; the models' random draws pinned per image, so that an image's draws do
@@ -10,9 +10,9 @@ them). One thread per rank in both layouts: with two, the convolutions add in an
 RPN score reorders the proposals.
 
 Time: an iteration of these ResNet-50 C4 models is about 10 s per image on one core (the RCNN head runs ResNet's
-last stage on 128 RoIs), so the runs are ITERATIONS long, and a model's two layouts run side by side: on 2 cores the
-module took 243 s and 351 s in two runs (Faster R-CNN 128-182 s, Mask R-CNN 115-169 s; 45 s of Faster's with 1
-iteration, the rest is the 3 iterations the loss test needs).
+last stage on 128 RoIs), so the runs are one iteration long, and a model's two layouts run side by side (with 4
+iterations, for a loss test now in test_training_learns.py, the module took 243-351 s on 2 cores; Faster R-CNN's
+runs 45 s of it with 1).
 """
 
 import pytest
@@ -26,14 +26,10 @@ from programs.rcnn import helpers as h
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
 
 MODELS = {"faster": FASTER, "mask": MASK}
-ITERATIONS = 4  # each its own epoch: the two images are the one batch
+ITERATIONS = 1  # the one step compared; the two images are the one batch
 LR = 0.16  # for a global batch of 8 images: 0.04 for these 2
 WARMUP = 2
 SAME_STEP = 1e-3  # as in test_mnist_mpi.py (measured here: below 5e-5)
-# The first iteration's loss over the mean of the later ones (measured at 3.1x and 2.3x for the total of Faster and
-# Mask R-CNN, 5.5x for rcnn_cls). The other terms need more iterations than this test can afford: over 20 iterations
-# rpn_cls fell 25x but only after the tenth, rpn_box 1.25x, rcnn_box and the mask term not at all.
-LEARNED = {"loss": 2.0, "rcnn_cls": 3.0}
 
 
 @pytest.fixture(scope="module")
@@ -70,16 +66,3 @@ def test_two_ranks_of_one_image_take_the_step_one_rank_of_two_takes(layouts):
     same_start, differences, changed = first_step_differences(one.model_dir, two.model_dir)
     assert same_start and changed
     assert max(differences.values()) < SAME_STEP, sorted(differences.items(), key=lambda item: -item[1])[:5]
-
-
-@pytest.mark.parametrize("layout", [1, 2], ids=["1 rank x 2 images", "2 ranks x 1 image"])
-def test_training_on_one_batch_lowers_its_loss(layouts, layout):
-    model, job = layouts[0], layouts[layout]
-    assert job.returncode == 0, job.explain()
-    losses = [values for values, _ in iterations(job, model)]
-    assert len(losses) == ITERATIONS, job.stdout
-    first, later = losses[0], losses[1:]
-    fallen = {name: first[name] / (sum(values[name] for values in later) / len(later)) for name in first}
-    print(f"{model}, {['1 rank x 2 images', '2 ranks x 1 image'][layout - 1]}: first iteration / later ones: "
-          + " ".join(f"{name}={ratio:.2f}" for name, ratio in fallen.items()))
-    assert all(fallen[name] >= factor for name, factor in LEARNED.items()), (fallen, losses)
