@@ -49,8 +49,10 @@ def ring_bytes_per_host(gradient_bytes: float, ranks: int) -> float:
     return 2 * (ranks - 1) / ranks * gradient_bytes
 
 
-def _in_namespace(pid: int, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["nsenter", "-t", str(pid), "-n", *argv], capture_output=True, text=True, check=False)
+def _in_namespace(namespace: int | str, *argv: str) -> subprocess.CompletedProcess:
+    """Run argv in a network namespace: a process's (its pid) or a named one's file (/run/netns/NAME, `ip netns`)."""
+    enter = ["-t", str(namespace), "-n"] if isinstance(namespace, int) else [f"--net={namespace}"]
+    return subprocess.run(["nsenter", *enter, *argv], capture_output=True, text=True, check=False)
 
 
 def container_pid(docker: str, cid: str) -> int:
@@ -61,27 +63,29 @@ def container_pid(docker: str, cid: str) -> int:
     return int(pid)
 
 
-def shape(pid: int, rate_bps: float, device: str = "eth0", queue_ms: float = QUEUE_MS) -> str:
-    """Cap what the namespace of `pid` sends on `device` at `rate_bps`, frames waiting at most `queue_ms` for
-    their turn; returns tc's view of the qdisc."""
+def shape(namespace: int | str, rate_bps: float, device: str = "eth0", queue_ms: float = QUEUE_MS) -> str:
+    """Cap what the network namespace (a pid's, or a file's: _in_namespace) sends on `device` at `rate_bps`, frames
+    waiting at most `queue_ms` for their turn; returns tc's view of the qdisc."""
     burst = max(int(rate_bps / 8 * BURST_S), 64 * 1024)
-    added = _in_namespace(pid, "tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate", f"{int(rate_bps)}bit",
+    added = _in_namespace(namespace, "tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate", f"{int(rate_bps)}bit",
                           "burst", str(burst), "latency", f"{queue_ms:g}ms")
     if added.returncode != 0:
-        raise LinkError(f"tc could not add a tbf qdisc on {device} of pid {pid}: {added.stderr.strip()}")
-    return qdisc(pid, device)
+        raise LinkError(f"tc could not add a tbf qdisc on {device} in {namespace}'s namespace: "
+                        f"{added.stderr.strip()}")
+    return qdisc(namespace, device)
 
 
-def set_congestion_control(pid: int, algorithm: str) -> None:
-    """TCP's congestion control for the connections the namespace of `pid` opens from now on (a per-namespace
+def set_congestion_control(namespace: int | str, algorithm: str) -> None:
+    """TCP's congestion control for the connections the network namespace opens from now on (a per-namespace
     sysctl, read from the namespace of whoever opens the file: hence nsenter)."""
-    done = _in_namespace(pid, "sh", "-c", f"echo {algorithm} > /proc/sys/net/ipv4/tcp_congestion_control")
+    done = _in_namespace(namespace, "sh", "-c", f"echo {algorithm} > /proc/sys/net/ipv4/tcp_congestion_control")
     if done.returncode != 0:
-        raise LinkError(f"could not set TCP congestion control {algorithm} for pid {pid}: {done.stderr.strip()}")
+        raise LinkError(f"could not set TCP congestion control {algorithm} in {namespace}'s namespace: "
+                        f"{done.stderr.strip()}")
 
 
-def qdisc(pid: int, device: str = "eth0") -> str:
-    return _in_namespace(pid, "tc", "-s", "qdisc", "show", "dev", device).stdout.strip()
+def qdisc(namespace: int | str, device: str = "eth0") -> str:
+    return _in_namespace(namespace, "tc", "-s", "qdisc", "show", "dev", device).stdout.strip()
 
 
 def unshape(pid: int, device: str = "eth0") -> None:

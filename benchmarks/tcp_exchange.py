@@ -35,18 +35,10 @@ def end(role: str, address: str, size: int, rounds: int, gap_s: float) -> None:
     """One end of the exchange (run inside its namespace): prints one line, the seconds of each round."""
     if role == "listen":
         with socket.create_server((address, PORT)) as server:
+            print("listening", flush=True)  # the parent starts the other end on this line
             connection, _ = server.accept()
     else:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                connection = socket.create_connection((address, PORT), timeout=1)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise SystemExit(f"no listener at {address}:{PORT} within 10 s") from None
-                time.sleep(0.05)  # the other end's listen is not observable from this namespace
-    connection.settimeout(None)
+        connection = socket.create_connection((address, PORT))
     connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     outgoing, incoming = bytes(size), memoryview(bytearray(size))
 
@@ -82,14 +74,8 @@ def setup(rate_bps: float, queue_ms: float, congestion_control: str) -> None:
         ip("link", "set", device, "netns", name)
         ip("-n", name, "addr", "add", f"{address}/24", "dev", device)
         ip("-n", name, "link", "set", device, "up")
-        burst = max(int(rate_bps / 8 * link.BURST_S), 64 * 1024)
-        ip("netns", "exec", name, "tc", "qdisc", "replace", "dev", device, "root", "tbf", "rate",
-           f"{int(rate_bps)}bit", "burst", str(burst), "latency", f"{queue_ms:g}ms")
-        done = subprocess.run(["ip", "netns", "exec", name, "sh", "-c",
-                               f"echo {congestion_control} > /proc/sys/net/ipv4/tcp_congestion_control"],
-                              capture_output=True, text=True)
-        if done.returncode != 0:
-            raise SystemExit(f"could not set congestion control {congestion_control}: {done.stderr.strip()}")
+        link.shape(f"/run/netns/{name}", rate_bps, device=device, queue_ms=queue_ms)
+        link.set_congestion_control(f"/run/netns/{name}", congestion_control)
 
 
 def teardown() -> None:
@@ -103,6 +89,8 @@ def exchange(size: int, rounds: int, gap_s: float) -> float:
     common = [str(size), str(rounds), str(gap_s)]
     listener = subprocess.Popen(["ip", "netns", "exec", NAMESPACES[0], *me, "listen", ADDRESSES[0], *common],
                                 stdout=subprocess.PIPE, text=True)
+    if listener.stdout.readline().strip() != "listening":
+        raise SystemExit("the listening end did not start")
     connector = subprocess.run(["ip", "netns", "exec", NAMESPACES[1], *me, "connect", ADDRESSES[0], *common],
                                capture_output=True, text=True, timeout=600)
     listener.wait(600)
