@@ -5,8 +5,9 @@ R x one step's compute, so the emulation does not depend on this machine's speed
 
 Workloads (benchmarks/link_workloads.py): `gpu-like` and `cpu`, the link probe (benchmarks/link_probe: 25M
 parameters, 100 MB of fp32 gradients a step) with a GPU host's compute emulated off the CPU (gradients over the
-backward pass) or computed on the rank's core; `faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU
-host. Each round runs, alternating so that a change in the machine's load hits all alike:
+backward pass) or computed on the rank's core; `faster_rcnn-gpu-like` and `mask_rcnn-gpu-like`, the probe's
+emulated GPU host with that network's layers (their parameters, and their shares of the compute by multiply-adds);
+`faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU host. Each round runs, alternating so that a change in the machine's load hits all alike:
   alone      1 host x 1 rank, unshaped: the step's compute (it sets every link's rate) and the throughput
              Horovod's efficiency divides by (throughput of N ranks / (N x one rank alone))
   control    (CPU workloads, --control) N independent 1-rank jobs at once: what N busy ranks get here at all
@@ -141,7 +142,8 @@ def run_linked(workload, args, rate_bps: float | None, hps: dict, env: dict, wor
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
-    parser.add_argument("--workloads", nargs="+", choices=["gpu-like", "cpu", "faster_rcnn", "mask_rcnn"],
+    parser.add_argument("--workloads", nargs="+", choices=["gpu-like", "cpu", "faster_rcnn", "mask_rcnn",
+                                                           "faster_rcnn-gpu-like", "mask_rcnn-gpu-like"],
                         default=["gpu-like"])
     parser.add_argument("--ratios", nargs="+", default=["unshaped", "0.24", "0.77"],
                         help="link ratios (a host's bytes per step / link rate / compute per step), or unshaped")
@@ -187,6 +189,8 @@ def main() -> int:
 def make_workload(name: str, args, tmp: Path):
     if name in ("gpu-like", "cpu"):
         return workloads.Probe(name, args)
+    if name.endswith("-gpu-like"):
+        return workloads.Probe("gpu-like", args, name.removesuffix("-gpu-like"), tmp)
     data = workloads.synthetic_coco(args.image, tmp, args.hosts * args.iterations)
     return workloads.Rcnn(name, args, data)
 
@@ -198,14 +202,14 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
     one = alone["samples_per_s"]
     say(round_, name, "alone", f"{alone['step_s'] * 1000:7.1f} ms a step, {one:8.3f} samples/s")
     ranks = args.hosts * args.ranks_per_host
-    if args.control and name != "gpu-like":
+    if args.control and not name.endswith("gpu-like"):
         control = run_control(workload, args, workdir / "control")
         results.setdefault((name, "control"), []).append(control / (args.hosts * one))
         say(round_, name, "control", f"{control:8.3f} samples/s = {control / (args.hosts * one):.2f} of linear")
     per_host = link.ring_bytes_per_host(alone["gradient_bytes"], args.hosts)
     for ratio in ratios:
         rate = link.rate_for(ratio, per_host, alone["step_s"]) if ratio else None
-        limit = link_timeline.overlap_limit(alone, rate, per_host / alone["layers"]) if "layers" in alone else None
+        limit = link_timeline.overlap_limit(alone, rate, per_host) if "gradients_ready" in alone else None
         results.setdefault((name, ratio, "limit"), []).append(limit)
         for index, (variant, hps, env) in enumerate(variants):
             try:
@@ -219,7 +223,7 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
                 f"{record['step_s'] * 1000:7.1f} ms a step, {efficiency:.2f} of linear"
                 + (f" (link {rate / 1e6:.0f} Mbit/s" if rate else "") + (f", overlap limit {limit:.2f}" if limit else "")
                 + (")" if rate else ""))
-        if args.phases and "layers" in alone:
+        if args.phases and "gradients_ready" in alone:
             run_phases(args, workload, ratio, rate, variants[0], results, workdir / f"{ratio}-phases", round_)
 
 
@@ -233,7 +237,7 @@ def run_phases(args, workload, ratio, rate, variant, results: dict, workdir: Pat
 
 
 def say(round_: int, workload: str, what: str, text: str) -> None:
-    print(f"round {round_ + 1} {workload:11s} {what:36s} {text} (load {load()})", flush=True)
+    print(f"round {round_ + 1} {workload:20s} {what:36s} {text} (load {load()})", flush=True)
 
 
 def print_table(args, chosen: list, ratios: list, variants: list, results: dict) -> None:
@@ -243,12 +247,12 @@ def print_table(args, chosen: list, ratios: list, variants: list, results: dict)
           f"TCP congestion control {args.congestion_control}"
           + (f", each connection capped at {args.flow_cap:g} of the link" if args.flow_cap else "") + "; "
           f"load at the end {load()}")
-    print(f"{'workload':11s} {'link ratio':>10s} {'variant':30s} {'efficiency':>22s} {'overlap limit':>13s}")
+    print(f"{'workload':20s} {'link ratio':>10s} {'variant':30s} {'efficiency':>22s} {'overlap limit':>13s}")
     for workload in chosen:
         name = workload.name
         alone = results.get((name, "alone"), [])
         if alone:
-            print(f"{name:11s} one rank alone: {statistics.median(r['step_s'] for r in alone) * 1000:.0f} ms a step, "
+            print(f"{name:20s} one rank alone: {statistics.median(r['step_s'] for r in alone) * 1000:.0f} ms a step, "
                   f"{statistics.median(r['gradient_bytes'] for r in alone) / 1e6:.0f} MB of gradients")
         if (name, "control") in results:
             show(name, "-", "control (independent ranks)", results[(name, "control")], [])
@@ -260,11 +264,11 @@ def print_table(args, chosen: list, ratios: list, variants: list, results: dict)
 
 def show(name: str, ratio: str, variant: str, values: list, limits: list) -> None:
     if not values:
-        print(f"{name:11s} {ratio:>10s} {variant:30s} {'failed':>22s}")
+        print(f"{name:20s} {ratio:>10s} {variant:30s} {'failed':>22s}")
         return
     rounds = ", ".join(f"{v:.2f}" for v in values)
     limit = f"{statistics.median(limits):.2f}" if limits else "-"
-    print(f"{name:11s} {ratio:>10s} {variant:30s} {statistics.median(values):6.2f} ({rounds})".ljust(76)
+    print(f"{name:20s} {ratio:>10s} {variant:30s} {statistics.median(values):6.2f} ({rounds})".ljust(85)
           + f" {limit:>13s}")
 
 

@@ -91,21 +91,23 @@ def summary(phases: list) -> dict:
     return {key: statistics.median(p[key] for p in phases) for key in phases[0]} if phases else {}
 
 
-def overlap_limit(record: dict, rate_bps: float | None, bytes_per_layer_and_host: float) -> float | None:
-    """Efficiency if each layer's bytes left the moment its gradient existed, back to back at the link's payload
-    rate, and nothing else cost time: the alone step / (the last byte's arrival or the step, whichever is later).
-    From the traced steps of the run alone; None without a link or gradient times."""
+def overlap_limit(record: dict, rate_bps: float | None, bytes_per_host: float) -> float | None:
+    """Efficiency if each layer's bytes (its share of the host's bytes a step, by its parameters) left the moment
+    its gradient existed, back to back at the link's payload rate, and nothing else cost time: the alone step /
+    (the last byte's arrival or the step, whichever is later). From the traced steps of the run alone; None
+    without a link or gradient times."""
     if not rate_bps or not record["gradients_ready"]:
         return None
+    share = [parameters / record["parameters"] for parameters in record["layer_parameters"]]
     per_step = defaultdict(list)
-    for step, _layer, at in record["gradients_ready"]:
-        per_step[step].append(at)
+    for step, layer, at in record["gradients_ready"]:
+        per_step[step].append((at, layer))
     limits = []
-    for step, times in per_step.items():
+    for step, ready in per_step.items():
         start, end = record["steps"][step]
         sent = start
-        for at in sorted(times):
-            sent = max(sent, at) + bytes_per_layer_and_host * 8 / (rate_bps * TCP_PAYLOAD_SHARE)
+        for at, layer in sorted(ready):
+            sent = max(sent, at) + share[layer] * bytes_per_host * 8 / (rate_bps * TCP_PAYLOAD_SHARE)
         limits.append((end - start) / max(end - start, sent - start))
     return statistics.median(limits)
 

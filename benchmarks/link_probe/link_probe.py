@@ -14,6 +14,9 @@ gradients itself (update_on_kvstore=False, as the built-in programs do). Two kin
   and the network, and gradients appear one layer at a time over the backward pass, last layer first, as a GPU
   produces them. The weights are not updated (`allreduce_grads()` without `update()`): a GPU host updates them
   on the GPU, here it would cost the CPU ~30 ms a step that a GPU host does not spend.
+  With --profile (a network's layers from rcnn_profile.py), the layers are that network's instead of equal
+  squares: each gets its share of the step by its multiply-adds and a gradient of its parameters' size; layers
+  without trained parameters (a frozen stem) run forward only.
 
 Rank 0 writes `link_probe.json` to SM_MODEL_DIR: every step's start and end, and for the traced steps (the
 first --trace steps after the warm-up) when each layer's backward ended (its gradient exists). With --timeline
@@ -38,6 +41,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--compute", choices=["cpu", "gpu-like"], default="gpu-like")
     parser.add_argument("--parameters-m", type=float, default=25.0, help="millions of parameters in all")
     parser.add_argument("--layers", type=int, default=10)
+    parser.add_argument("--profile", default="", help="gpu-like: a JSON layer profile (rcnn_profile.py) in the "
+                        "code directory: that network's layers instead of --layers equal ones")
     parser.add_argument("--batch-size", type=int, default=96, help="per rank (the cpu compute's batch)")
     parser.add_argument("--step-ms", type=float, default=450.0, help="gpu-like: emulated compute per step")
     parser.add_argument("--steps", type=int, default=24)
@@ -114,26 +119,39 @@ class EmulatedLayerProp(mx.operator.CustomOpProp):
 
 
 class EmulatedBlock(gluon.HybridBlock):
-    def __init__(self, layer: int, width: int, forward_s: float, backward_s: float, **kwargs):
+    def __init__(self, layer: int, parameters: int, forward_s: float, backward_s: float, **kwargs):
         super().__init__(**kwargs)
         self.layer, self.forward_s, self.backward_s = layer, forward_s, backward_s
-        with self.name_scope():
-            self.weight = self.params.get("weight", shape=(width, width), init=mx.init.Zero())
+        with self.name_scope():  # no parameters trained: a one-element weight without a gradient (forward only)
+            self.weight = self.params.get("weight", shape=(max(parameters, 1),), init=mx.init.Zero(),
+                                          grad_req="write" if parameters else "null")
 
     def hybrid_forward(self, F, x, weight):
         return F.Custom(x, weight, op_type="emulated_layer", layer=self.layer, forward_s=self.forward_s,
                         backward_s=self.backward_s)
 
 
-def build(args, width: int) -> gluon.nn.HybridSequential:
+def layer_shapes(args) -> list[tuple[int, float]]:
+    """(parameters trained, share of the step's compute) of each layer in forward order."""
+    if args.profile:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), args.profile)) as f:
+            layers = json.load(f)["layers"]
+        total = sum(layer["multiply_adds"] for layer in layers)
+        return [(layer["parameters"], layer["multiply_adds"] / total) for layer in layers]
+    width = int((args.parameters_m * 1e6 / args.layers) ** 0.5)
+    return [(width * width, 1 / args.layers)] * args.layers
+
+
+def build(args, shapes: list) -> gluon.nn.HybridSequential:
     net = gluon.nn.HybridSequential()
     with net.name_scope():
-        for layer in range(args.layers):
+        for layer, (parameters, share) in enumerate(shapes):
             if args.compute == "cpu":
+                width = int(parameters ** 0.5)
                 net.add(gluon.nn.Dense(width, activation="relu", in_units=width))
             else:
-                share = args.step_ms / 1000 / args.layers
-                net.add(EmulatedBlock(layer, width, share / 3, share * 2 / 3))
+                seconds = args.step_ms / 1000 * share
+                net.add(EmulatedBlock(layer, parameters, seconds / 3, seconds * 2 / 3))
     return net
 
 
@@ -166,9 +184,9 @@ def cpu_split(before: dict, after: dict, communication_tids: set, steps: int) ->
 
 
 def train(args, net, job, params, timeline_path: str) -> tuple[list, dict]:
-    features = args.batch_size if args.compute == "cpu" else 1
     width = next(iter(params.values())).shape[-1]
-    data = mx.nd.random.uniform(shape=(args.batch_size, width if args.compute == "cpu" else features))
+    data = mx.nd.random.uniform(shape=(args.batch_size, width if args.compute == "cpu" else 1))
+    summed = [param for param in params.values() if param.grad_req != "null"]
     traced = range(args.warmup, args.warmup + args.trace)
     steps, ticks = [], {}
     for step in range(args.steps):
@@ -186,7 +204,7 @@ def train(args, net, job, params, timeline_path: str) -> tuple[list, dict]:
         else:
             job.trainer.allreduce_grads()
         loss.wait_to_read()
-        for param in params.values():  # the step ends when every gradient is summed and every weight updated
+        for param in summed:  # the step ends when every gradient is summed and every weight updated
             param.data().wait_to_read()
             param.grad().wait_to_read()
         steps.append((start, time.monotonic()))
@@ -260,8 +278,8 @@ class ParameterServers(Horovod):
 
 
 def main(args) -> None:
-    width = int((args.parameters_m * 1e6 / args.layers) ** 0.5)
-    net = build(args, width)
+    shapes = layer_shapes(args)
+    net = build(args, shapes)
     net.initialize(mx.init.Xavier() if args.compute == "cpu" else mx.init.Zero())
     params = net.collect_params()
     before_init = set(thread_ticks())
@@ -276,14 +294,17 @@ def main(args) -> None:
                   for k, v in ticks["tcp_start"].items()})
     splits = job.gather(split)
     if job.rank == 0:
-        write_record(args, width, steps, splits, job.size)
+        write_record(args, net, steps, splits, job.size)
 
 
-def write_record(args, width: int, steps: list, cpu: list, size: int) -> None:
+def write_record(args, net, steps: list, cpu: list, size: int) -> None:
     measured = steps[args.warmup:]
     seconds = measured[-1][1] - measured[0][0]
-    gradient_parameters = args.layers * width * width + (args.layers * width if args.compute == "cpu" else 0)
-    record = {"args": vars(args), "width": width, "size": size, "parameters": gradient_parameters,
+    # Each layer's parameters summed a step (the cpu compute's Dense layers: weight and bias), in layer order
+    layer_parameters = [sum(p.data().size for p in block.collect_params().values() if p.grad_req != "null")
+                        for block in (net[index] for index in range(len(net)))]
+    record = {"args": vars(args), "size": size, "parameters": sum(layer_parameters),
+              "layer_parameters": layer_parameters,
               "steps": steps, "measured_steps": len(measured), "step_s": seconds / len(measured),
               "samples_per_s": size * args.batch_size * len(measured) / seconds,
               "gradients_ready": CLOCK.ends, "cpu_ms_per_step": cpu,
