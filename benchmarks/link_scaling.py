@@ -155,6 +155,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--steps", type=int, default=24, help="probe: steps per run")
     parser.add_argument("--warmup", type=int, default=4, help="probe: steps left out of the figures")
+    parser.add_argument("--step-ms", type=float, default=450.0,
+                        help="probe, gpu-like: the emulated compute a step; long enough that every link is slower "
+                             "than the containers' unshaped transport (~7.5 Gbit/s here): 900 for the R-CNN layouts")
     parser.add_argument("--iterations", type=int, default=4, help="R-CNN: iterations per run (the first untimed)")
     parser.add_argument("--short", type=int, default=320, help="R-CNN: image short side")
     parser.add_argument("--congestion-control", default="cubic",

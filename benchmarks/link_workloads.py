@@ -59,7 +59,7 @@ class Probe:
     def spec(self, hosts: int, hps: dict, **placement) -> JobSpec:
         hyperparameters = {"sagemaker_program": "link_probe.py", "sagemaker_submit_directory": "/opt/ml/code",
                            "compute": self.compute, "steps": str(self.args.steps), "warmup": str(self.args.warmup),
-                           **self.profile, **hps}
+                           "step-ms": f"{self.args.step_ms:g}", **self.profile, **hps}
         return JobSpec(image=self.args.image, hosts=hosts, hyperparameters=hyperparameters, code_dir=self.code_dir,
                        timeout_s=900, **placement)
 
