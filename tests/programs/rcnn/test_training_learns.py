@@ -1,6 +1,7 @@
 """training (the R-CNN programs learn): overfitting one small synthetic batch for 30 iterations lowers the loss terms
 the program logs, for Faster and Mask R-CNN, on 1 rank x 2 images and on 2 ranks x 1 image: the total, rpn_cls,
-rpn_box and rcnn_cls; not rcnn_box, and mask not by its head's learning (below).
+rpn_box and rcnn_cls fall by stated factors, and Mask R-CNN's mask ends a stated margin below chance, which its head's
+learning reaches and the other terms' training alone does not; rcnn_box is not asserted (below).
 
 The batch: two 128 x 128 px images, one object each; each iteration is its own epoch. The programs run through their
 own main (recorded_run.py: the models' random draws pinned per image, so that a run is deterministic: the same
@@ -18,20 +19,36 @@ value in some of the first 12 iterations; higher rates were not tried), warmed u
 iteration 20. After about iteration 20 the RPN terms creep up again while the RCNN terms still fall (the heads share
 the backbone's features): over 40 iterations rpn_box ended 1.0x to 2.9x below its first value.
 
-What is not asserted:
-  * rcnn_box does not fall: 0.75x to 1.19x (first iteration over the mean of the last 5) in the 12 runs measured
-    (FALLS). It is summed over the sampled positive RoIs and divided by all sampled RoIs, so the number of positives
-    weighs it: with up to 8 positives of 16 and NMS, one image's positives grew from 3 to 8 as the RPN learnt and
-    rcnn_box rose 1.4x. Here the sampler finds its 4 positives in every iteration (the ground truth box is one), so
-    the count is not the cause; but which proposals are the other three changes from iteration to iteration as the
-    RPN's scores reorder the proposals, and the head, trained from scratch (no pretrained backbone without a
-    download), does not learn in 30 iterations to regress boxes it sees once or twice. With 6 positives of 12 (40
-    iterations) it fell 1.2x, with the model zoo's NMS and 2 positives of 8 it rose 1.25x to 1.8x.
-  * mask falls 1.4x to 2.3x (FALLS), but as much with its head's gradient stopped (mask_loss.sum().detach() in
-    mask_rcnn.py, in a copy: 1.43x in both layouts, against 1.81x and 1.77x): the other terms' training moves the
-    features and RoIs a fixed random head scores, towards chance (0.69 per image, from 1.0). Learning brings it to
-    about 0.55 per image, little below chance: the head learns little of the shapes in 30 iterations.
+The mask term: its fall (1.4x to 2.3x, first iteration over the mean of the last 5) is no evidence: it falls about
+as much with its head's gradient stopped (mask_loss.sum().detach() in mask_rcnn.py, in a copy: seed 233, 1.43x and
+1.43x against 1.81x and 1.77x learning; seed 1, 1.23x and 1.22x against 1.46x and 1.43x; seed 2, 1.81x and 1.83x
+against 2.25x and 2.12x), because a fixed random head starts above chance (0.85 to 1.28 per image) and the other
+terms' training brings what it scores to chance, log 2 = 0.69 per image, and no further. Its level is evidence:
+learning, it ends 0.09 to 0.14 below chance (MASK_BELOW_CHANCE); stopped, at or above chance. Learning reaches no
+further in 50 iterations (seed 1: 0.579 and 0.573 per image, against 0.583 and 0.598 at 30); at --lr 0.04 it reached
+0.477 and 0.471 (seed 233, Mask R-CNN, one run: a lower rate for both models would need every factor measured
+again).
+
+rcnn_box is not asserted: it does not fall (0.75x to 1.19x in the 12 runs measured for FALLS), and its head's
+learning does not show in it: with its gradient stopped (rcnn_loss2.sum().detach() in train_step.py, in a copy) it
+ends where it ends learning: seed 233 at --lr 0.16, 2.52 and 1.21 (the mean of the last 5 as logged, 1 x 2 and
+2 x 1) against 2.37 and 1.20; at --lr 0.04, 2.42 and 1.05 against 2.33 and 1.30; at --lr 0.01 the stopped copy fell
+1.29x and 1.23x and the learning one 0.60x and 1.12x: what falls is not the head's doing. At 0.16 its head's
+learning makes it spike in the first iterations (to 4.9 to 17.9 as logged, seeds 233, 1, 2; at most 3.0 stopped,
+seed 233), and it returns to the untrained level. It is summed over the sampled positive RoIs (4 of 8 per image, the
+ground truth box one of them) and divided by all sampled RoIs; which proposals are the other positives changes from
+iteration to iteration as the RPN's scores reorder the proposals, and the head, trained from scratch (no pretrained
+backbone without a download), regresses them no better after 30 iterations. Tried here, none falling: 50 iterations
+(seed 1), 1.04x and 0.94x; --lr 0.04 (seed 233), 1.05x and 0.94x; 16 RoIs per image, up to 15 positive, so that one
+image's positives were all taken in every iteration (3 to 7 of them, more as the RPN learnt; the other image had 15
+or more; seed 233, 146 s for the two layouts), 0.82x and 0.94x. Tried before: 6 positives of 12 (40 iterations),
+fell 1.2x; the model zoo's NMS and 2 positives of 8, rose 1.25x to 1.8x (with up to 8 positives of 16 and NMS, one
+image's positives grew from 3 to 8 as the RPN learnt and rcnn_box rose 1.4x). A smaller backbone: GluonCV has
+resnet18_v1b for Mask R-CNN only (mask_rcnn_resnet18_v1b_coco, none for Faster R-CNN), and at --lr 0.16 it diverged
+(losses 1e16 by iteration 4).
 """
+
+import math
 
 import pytest
 from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
@@ -57,9 +74,18 @@ LR, WARMUP, DECAY_AT = 0.16, 2, 20
 #   rpn_cls   6.24 2.59 2.34 | 7.98 8.59 2.11 | 5.13 5.44 5.89 | 4.59 2.16 1.92
 #   rpn_box   2.82 2.45 2.06 | 2.09 1.66 1.85 | 3.09 2.12 2.47 | 2.71 1.53 1.41
 #   rcnn_cls  4.29 2.98 2.18 | 6.35 6.59 4.69 | 2.84 4.93 4.19 | 2.85 3.32 2.18
-#   mask                                      | 1.81 1.46 2.25 | 1.77 1.43 2.12   (not asserted)
+#   mask                                      | 1.81 1.46 2.25 | 1.77 1.43 2.12   (no evidence: MASK_BELOW_CHANCE)
 #   rcnn_box  1.02 0.90 1.01 | 1.19 0.87 0.79 | 1.03 0.92 1.05 | 1.01 0.99 0.75   (not asserted)
 FALLS = {"loss": 1.35, "rpn_cls": 1.5, "rpn_box": 1.15, "rcnn_cls": 1.75}
+# Mask R-CNN's mask term, per image (the logged value over the images a rank trains: the 1-rank job logs the sum of its
+# 2 images' terms, each normalised per image; the 2-rank job the mean over ranks), mean of the last LAST: at least
+# MASK_BELOW_CHANCE below chance, log 2 (what a head that predicts 0.5 for every pixel scores). About 0.8 of the least
+# of 3 runs, measured as chance minus the level, for seeds 233, 1, 2:
+#   learning                    1 x 2:  0.137  0.110  0.125 | 2 x 1:  0.124  0.095  0.091   (levels 0.556-0.603)
+#   its head's gradient stopped 1 x 2: -0.013 -0.002 -0.015 | 2 x 1: -0.010 -0.006 -0.007   (levels 0.695-0.708)
+# (stopped: mask_loss.sum().detach() in mask_rcnn.py, in a copy; this test then fails on the mask alone.)
+CHANCE = math.log(2)
+MASK_BELOW_CHANCE = 0.07
 
 
 @pytest.fixture(scope="module")
@@ -89,4 +115,11 @@ def test_overfitting_one_batch_lowers_the_loss_terms(layouts, layout):
     print(f"{model}, {['1 rank x 2 images', '2 ranks x 1 image'][layout - 1]}: first iteration / last {LAST}: "
           + " ".join(f"{name}={ratio:.2f}" for name, ratio in fallen.items()))
     short = {name: round(fallen[name], 2) for name, factor in FALLS.items() if fallen[name] < factor}
-    assert not short, f"fell less than {FALLS}: {short}; per iteration: {losses}"
+    problems = [f"fell less than {FALLS}: {short}"] if short else []
+    if "mask" in first:
+        below = CHANCE - sum(values["mask"] for values in last) / LAST / (2 // layout)
+        print(f"mask per image, last {LAST}: {CHANCE - below:.3f}, {below:.3f} below chance")
+        if below < MASK_BELOW_CHANCE:
+            problems.append(f"mask per image ended {below:.3f} below chance, not {MASK_BELOW_CHANCE}: its head did not "
+                            "learn")
+    assert not problems, f"{'; '.join(problems)}; per iteration: {losses}"
