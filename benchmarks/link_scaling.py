@@ -7,7 +7,8 @@ Workloads (benchmarks/link_workloads.py): `gpu-like` and `cpu`, the link probe (
 parameters, 100 MB of fp32 gradients a step) with a GPU host's compute emulated off the CPU (gradients over the
 backward pass) or computed on the rank's core; `faster_rcnn-gpu-like` and `mask_rcnn-gpu-like`, the probe's
 emulated GPU host with that network's layers (their parameters, and their shares of the compute by multiply-adds);
-`faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU host. Each round runs, alternating so that a change in the machine's load hits all alike:
+`faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU host. Each round runs, alternating so that a change
+in the machine's load hits all alike:
   alone      1 host x 1 rank, unshaped: the step's compute (it sets every link's rate) and the throughput
              Horovod's efficiency divides by (throughput of N ranks / (N x one rank alone))
   control    (CPU workloads, --control) N independent 1-rank jobs at once: what N busy ranks get here at all
@@ -247,7 +248,7 @@ def print_table(args, chosen: list, ratios: list, variants: list, results: dict)
     print(f"\n{args.hosts} hosts x {args.ranks_per_host} rank(s) ({'a core' if args.hosts == 2 else 'half a core'} a "
           f"host) against one rank alone with a rank's share, "
           f"{args.repeat} round(s), medians (each round in brackets); link queue {args.queue_ms:g} ms, "
-          f"TCP congestion control {args.congestion_control}"
+          f"TCP congestion control {args.congestion_control}, GPU-like step {args.step_ms:g} ms"
           + (f", each connection capped at {args.flow_cap:g} of the link" if args.flow_cap else "") + "; "
           f"load at the end {load()}")
     print(f"{'workload':20s} {'link ratio':>10s} {'variant':30s} {'efficiency':>22s} {'overlap limit':>13s}")

@@ -6,8 +6,8 @@ the forward pass ran them, the multiply-adds it computed and the parameters of i
 (GluonCV's collect_train_params(), less those without a gradient). The probe gives each layer its share of a
 step's compute by its multiply-adds and a gradient of its parameters' size, so a GPU host's gradients appear over
 the backward pass where this network's do: the RCNN head's first, the backbone's early stages last. Frozen layers
-(ResNet's stem and first stage) run forward only. What the hooks do not see (RoIAlign, the proposal's NMS, the
-losses) is left out: no weights, little of a GPU's step.
+(ResNet's stem and first stage) run forward only. What the hooks do not see (RoIAlign, the proposals' NMS, the
+sampler, the losses) is left out: it has no weights, and its share of a GPU's step was not measured here.
 
   python rcnn_profile.py faster_rcnn_resnet50_v1b_coco > profile.json
 """
