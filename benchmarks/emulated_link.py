@@ -22,6 +22,7 @@ import subprocess
 
 BURST_S = 0.001  # the bucket holds 1 ms of the rate (at least 64 KiB: one GSO frame must fit)
 QUEUE_MS = 10  # default: how long a frame may wait for tokens before tbf drops it
+TCP_PAYLOAD_SHARE = 1448 / 1514  # payload per full Ethernet frame with TCP timestamps: what tbf leaves to data
 
 
 class LinkError(RuntimeError):

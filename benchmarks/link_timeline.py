@@ -17,7 +17,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-TCP_PAYLOAD_SHARE = 1448 / 1514  # payload per full Ethernet frame with TCP timestamps: what tbf leaves to data
+from emulated_link import TCP_PAYLOAD_SHARE
 
 
 def read_timeline(path: Path) -> list:

@@ -28,7 +28,6 @@ import emulated_link as link
 NAMESPACES = ("tcpx-a", "tcpx-b")
 ADDRESSES = ("10.213.0.1", "10.213.0.2")
 PORT = 5571
-PAYLOAD_SHARE = 0.96  # what a TCP stream gets of a tbf rate here (emulated_link's docstring)
 
 
 def end(role: str, address: str, size: int, rounds: int, gap_s: float) -> None:
@@ -116,7 +115,7 @@ def main() -> int:
         raise SystemExit("needs ip and tc (iproute2)")
     link.require_tc()
     size = int(args.megabytes * 1e6)
-    ideal = size * 8 / (args.rate_mbit * 1e6 * PAYLOAD_SHARE)
+    ideal = size * 8 / (args.rate_mbit * 1e6 * link.TCP_PAYLOAD_SHARE)
     print(f"link {args.rate_mbit:g} Mbit/s, queue {args.queue_ms:g} ms; {args.megabytes:g} MB each way a round "
           f"takes {ideal * 1000:.0f} ms at the payload rate")
     try:
