@@ -29,7 +29,7 @@ script's own (that variant's links' TCP congestion control). Needs root, tc and 
 
 TCP congestion control: the shaped hosts' namespaces use cubic, Linux's default, unless told. This machine's
 kernel defaults to bbr, under which Open MPI's exchanges on a shaped link lost up to 0.13 of linear against
-cubic (docs/benchmarks.md); raw TCP exchanges of the same sizes did not.
+cubic (docs/benchmarks.md); raw TCP exchanges of the same sizes lost less (benchmarks/tcp_exchange.py).
 """
 
 from __future__ import annotations
