@@ -178,6 +178,27 @@ def test_a_crashed_rank_is_the_cause_when_mpirun_names_one_that_noticed():
     assert message.startswith("mpirun exited with code 255; rank 1 on algo-2 crashed with SIGSEGV (segmentation")
 
 
+def test_a_rank_that_aborts_after_horovods_shutdown_names_the_rank_that_raised():
+    # CI's integration run: rank 1 raised; rank 0 read Horovod's shutdown, then aborted on its way out (its crash
+    # report last in its stderr), and mpirun named rank 0's SIGABRT first.
+    aborted = [line.replace("signal 11 (Segmentation fault)", "signal 6 (Aborted)").replace("rank 1", "rank 0")
+               for line in SIGNALED]
+    stderr = {0: ["Traceback (most recent call last):", SHUT_DOWN, "[42de643d9da7:00022] [16] ...",
+                  "[42de643d9da7:00022] *** End of error message ***"],
+              1: ["Traceback (most recent call last):", "RuntimeError: rank 1 on algo-2: bad labels"]}
+    report = parse_mpirun_report(aborted)
+    assert (report.rank, report.signal_number) == (0, 6)
+    message = rank_failure(134, report, TWO_HOSTS, stderr, aborted, {0: NativeCrash(6)}).render()
+    assert message.startswith("rank 1 on algo-2 failed: RuntimeError: rank 1 on algo-2: bad labels (then rank 0 on "
+                              "algo-1 was killed by SIGABRT: mxnet.base.MXNetError: MXNetError: Horovod")
+    # Aborting is a cause of its own without Horovod's shutdown before it, and a crash other than an abort always.
+    alone = {0: stderr[0][:1] + stderr[0][2:], 1: stderr[1]}
+    message = rank_failure(134, report, TWO_HOSTS, alone, aborted, {0: NativeCrash(6)}).render()
+    assert message.startswith("rank 0 on algo-1 was killed by SIGABRT (aborted)")
+    message = rank_failure(134, report, TWO_HOSTS, stderr, aborted, {0: NativeCrash(11)}).render()
+    assert message.startswith("rank 0 on algo-1 crashed with SIGSEGV (segmentation fault); then it was killed by")
+
+
 def test_a_python_traceback_reads_as_before_with_the_crash_log_watching():
     stderr = {3: ["Traceback (most recent call last):", '  File "x.py", line 1', "ValueError: labels out of range"]}
     crash_log = CrashLog()

@@ -5,6 +5,7 @@ may only have noticed another rank's failure: the rank with a cause of its own i
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,6 +56,18 @@ def parse_mpirun_report(mpirun_lines: Iterable[str]) -> MpirunReport | None:
 
 def is_consequence(line: str | None) -> bool:
     return bool(line) and any(text in line for text in _CONSEQUENCES)
+
+
+def noticed_line(lines: Sequence[str], crash: NativeCrash | None) -> str | None:
+    """The line saying the rank only noticed another's failure, if that is all its failure is: its error line;
+    or, when it aborted (SIGABRT) on its way out, any line of its stderr (Horovod's shutdown error, then the
+    abort's own report, which ends the stderr)."""
+    if crash is None:
+        cause = error_line(lines)
+        return cause if is_consequence(cause) else None
+    if crash.signal_number != signal.SIGABRT:
+        return None
+    return next((line.strip() for line in lines if is_consequence(line)), None)
 
 
 def crashed(crash: NativeCrash, how: str) -> str:
@@ -137,12 +150,13 @@ def reported_rank_failure(report: MpirunReport, rank_hosts: Sequence[str],
         how = "failed"
     lines = tuple(rank_stderr.get(rank, ()))
     cause = error_line(lines)
-    root = root_cause_rank(rank, rank_stderr, crashes) if is_consequence(cause) and rank not in crashes else None
+    noticed = noticed_line(lines, crashes.get(rank))
+    root = root_cause_rank(rank, rank_stderr, crashes) if noticed else None
     if root is not None:
         root_host = rank_host(rank_hosts, root)
         failed = (f"crashed with {crashes[root].describe()}" if root in crashes
                   else f"failed: {error_line(rank_stderr[root])}")
-        return Failure(f"rank {root} on {root_host} {failed} (then rank {rank} on {host} {how}: {shorten(cause)})",
+        return Failure(f"rank {root} on {root_host} {failed} (then rank {rank} on {host} {how}: {shorten(noticed)})",
                        host=root_host, rank=root,
                        signal_number=crashes[root].signal_number if root in crashes else None,
                        tail_title=f"rank {root} stderr", tail=tuple(rank_stderr.get(root, ())))
