@@ -302,7 +302,7 @@ def write_record(args, net, steps: list, cpu: list, size: int) -> None:
     seconds = measured[-1][1] - measured[0][0]
     # Each layer's parameters summed a step (the cpu compute's Dense layers: weight and bias), in layer order
     layer_parameters = [sum(p.data().size for p in block.collect_params().values() if p.grad_req != "null")
-                        for block in (net[index] for index in range(len(net)))]
+                        for block in net]
     record = {"args": vars(args), "size": size, "parameters": sum(layer_parameters),
               "layer_parameters": layer_parameters,
               "steps": steps, "measured_steps": len(measured), "step_s": seconds / len(measured),

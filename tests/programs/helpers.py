@@ -198,14 +198,20 @@ def input_config(train="FullyReplicated", test="FullyReplicated"):
             "test": {"TrainingInputMode": "File", "S3DistributionType": test, "RecordWrapperType": "None"}}
 
 
+def recorded_first_step(model_dir):
+    """The trainable weights recorded by recorded_run.py in `model_dir`: (before the first step, after it)."""
+    import numpy as np
+
+    return tuple(np.load(Path(model_dir) / name) for name in ("weights-step-0.npz", "weights-step-1.npz"))
+
+
 def first_step_differences(one_dir, two_dir):
     """Two runs recorded by recorded_run.py: whether they started from the same weights, for each trainable
     parameter |d1 - d2| / |d1|, d1 and d2 its change in each run's first step (0 where neither run changed it), and
     how many parameters the first run's step changed."""
     import numpy as np
 
-    start = [np.load(Path(d) / "weights-step-0.npz") for d in (one_dir, two_dir)]
-    after = [np.load(Path(d) / "weights-step-1.npz") for d in (one_dir, two_dir)]
+    start, after = zip(*(recorded_first_step(d) for d in (one_dir, two_dir)))
     names = sorted(start[0].files)
     assert names == sorted(start[1].files), "the runs trained other parameters"
     same_start = all(np.array_equal(start[0][name], start[1][name]) for name in names)

@@ -21,7 +21,7 @@ from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from sagemaker_mxnet_data import synthetic_coco
 
-from programs.helpers import first_step_differences
+from programs.helpers import first_step_differences, recorded_first_step
 from programs.rcnn import helpers as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
@@ -84,7 +84,7 @@ def test_every_trainable_weight_takes_its_gradient_in_the_first_step(layouts):
     model, one, _ = layouts
     assert one.returncode == 0, one.explain()
     lr = iterations(one, model)[0][1]
-    start, after = (np.load(one.model_dir / name) for name in ("weights-step-0.npz", "weights-step-1.npz"))
+    start, after = recorded_first_step(one.model_dir)
     shares = {}
     for name in start.files:
         if name.endswith("_anchor_"):
