@@ -76,6 +76,37 @@ def shape(namespace: int | str, rate_bps: float, device: str = "eth0", queue_ms:
     return qdisc(namespace, device)
 
 
+ALLOWED_CONGESTION_CONTROL = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+AVAILABLE_CONGESTION_CONTROL = "/proc/sys/net/ipv4/tcp_available_congestion_control"
+
+
+def congestion_control_problem(algorithms, allowed: str, available: str) -> str | None:
+    """Why `algorithms` cannot be set in a container's namespace, with the one command that fixes it, or None.
+    Outside the host's own namespace Linux sets only the algorithms of the allowed list (EPERM otherwise: some
+    kernels allow "reno bbr" only), and only loaded ones."""
+    wanted = list(dict.fromkeys(algorithms))
+    unloaded = [a for a in wanted if a not in available.split()]
+    if unloaded:
+        modules = " ".join(f"tcp_{a}" for a in unloaded)
+        return (f"TCP congestion control {', '.join(unloaded)} is not available on this kernel "
+                f"(available: {available.strip()}): load it as root with `modprobe -a {modules}`")
+    missing = [a for a in wanted if a not in allowed.split()]
+    if missing:
+        fixed = " ".join([*allowed.split(), *missing])
+        return (f"this kernel lets a container's namespace use only \"{allowed.strip()}\" "
+                f"(net.ipv4.tcp_allowed_congestion_control), not {', '.join(missing)}: allow it as root with "
+                f"`sysctl -w net.ipv4.tcp_allowed_congestion_control=\"{fixed}\"`")
+    return None
+
+
+def require_congestion_controls(algorithms) -> None:
+    """Refuse, before any job starts, algorithms that set_congestion_control would fail to set."""
+    with open(ALLOWED_CONGESTION_CONTROL) as allowed, open(AVAILABLE_CONGESTION_CONTROL) as available:
+        problem = congestion_control_problem(algorithms, allowed.read(), available.read())
+    if problem:
+        raise LinkError(problem)
+
+
 def set_congestion_control(namespace: int | str, algorithm: str) -> None:
     """TCP's congestion control for the connections the network namespace opens from now on (a per-namespace
     sysctl, read from the namespace of whoever opens the file: hence nsenter)."""

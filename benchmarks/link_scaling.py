@@ -30,6 +30,8 @@ script's own (that variant's links' TCP congestion control). Needs root, tc and 
 TCP congestion control: the shaped hosts' namespaces use cubic, Linux's default, unless told. This machine's
 kernel defaults to bbr, under which Open MPI's exchanges on a shaped link lost up to 0.13 of linear against
 cubic (docs/benchmarks.md); raw TCP exchanges of the same sizes lost less (benchmarks/tcp_exchange.py).
+A container's namespace can set only the algorithms of the kernel's net.ipv4.tcp_allowed_congestion_control (some
+kernels list "reno bbr" only): the script refuses before any job starts, naming the sysctl that allows cubic.
 """
 
 from __future__ import annotations
@@ -174,10 +176,12 @@ def main() -> int:
     ratios = [None if r == "unshaped" else float(r) for r in args.ratios]
     variants = [parse_variant(v) for v in (args.variant or [DEFAULTS])]
     if any(ratios):
+        algorithms = [hps.get(CONGESTION_CONTROL_KEY, args.congestion_control) for _, hps, _ in variants]
         try:
             link.require_tc()
+            link.require_congestion_controls(a for a in algorithms if a != "system")
         except link.LinkError as error:
-            sys.exit(f"link_scaling: {error}")
+            sys.exit(f"link_scaling: {error} (--congestion-control system keeps the kernel's default instead)")
 
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="link-scaling-") as tmp:

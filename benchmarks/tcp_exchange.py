@@ -113,7 +113,11 @@ def main() -> int:
     args = parser.parse_args()
     if not shutil.which("ip") or not shutil.which("tc"):
         raise SystemExit("needs ip and tc (iproute2)")
-    link.require_tc()
+    try:
+        link.require_tc()
+        link.require_congestion_controls(args.congestion_controls)
+    except link.LinkError as error:
+        raise SystemExit(f"tcp_exchange: {error}") from None
     size = int(args.megabytes * 1e6)
     ideal = size * 8 / (args.rate_mbit * 1e6 * link.TCP_PAYLOAD_SHARE)
     print(f"link {args.rate_mbit:g} Mbit/s, queue {args.queue_ms:g} ms; {args.megabytes:g} MB each way a round "
