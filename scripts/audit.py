@@ -19,12 +19,16 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import tomllib
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser as a package (requirements-dev.txt, requirements-audit.txt)
+    import tomli as tomllib
 
 OSV_API = "https://api.osv.dev/v1"
 FAILING_SEVERITIES = frozenset({"HIGH", "CRITICAL", "UNKNOWN"})

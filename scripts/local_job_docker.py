@@ -30,7 +30,7 @@ def docker_time(text: str) -> float | None:
     if not text or text.startswith("0001-"):
         return None
     head, _, fraction = text.rstrip("Z").partition(".")
-    stamp = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.UTC)
+    stamp = datetime.datetime.fromisoformat(head).replace(tzinfo=datetime.timezone.utc)
     return stamp.timestamp() + float(f"0.{fraction or 0}")
 
 
