@@ -1,5 +1,5 @@
 """What each host tells the diagnosis about itself when the job ends: its container's memory at the job's start
-and end (memory.py) and the size of its /dev/shm. The master takes its own; each worker sends its own to the
+and end (memory.py) and its /dev/shm's size and free space. The master takes its own; each worker sends its own to the
 master (act/cluster), whose diagnosis names the host that ran out of memory and whose end-of-job line gives
 every host's peak."""
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, oom_during, read_memory
-from sagemaker_mxnet_horovod.parse.host_facts import shm_size
+from sagemaker_mxnet_horovod.parse.host_facts import shm_space
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,8 @@ class HostReport:
     at_start: MemoryReading
     at_end: MemoryReading
     shm_bytes: int | None = None
+    # Free at the job's end, its processes gone: what they had, less what others (or the job's leftovers) hold.
+    shm_free_bytes: int | None = None
 
     @property
     def ran_out_of_memory(self) -> bool:
@@ -25,19 +27,22 @@ class HostReport:
 
     def to_message(self) -> dict:
         return {"at_start": self.at_start.to_message(), "at_end": self.at_end.to_message(),
-                "shm_bytes": self.shm_bytes}
+                "shm_bytes": self.shm_bytes, "shm_free_bytes": self.shm_free_bytes}
 
     @classmethod
     def from_message(cls, data: object) -> HostReport:
         values = data if isinstance(data, dict) else {}
-        shm = values.get("shm_bytes")
+        def size(key):
+            value = values.get(key)
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
         return cls(MemoryReading.from_message(values.get("at_start")), MemoryReading.from_message(values.get("at_end")),
-                   shm if isinstance(shm, int) and not isinstance(shm, bool) else None)
+                   size("shm_bytes"), size("shm_free_bytes"))
 
 
 def report_now(at_start: MemoryReading) -> HostReport:
     """This host's report at the job's end, from its reading at the start."""
-    return HostReport(at_start, read_memory(), shm_size())
+    return HostReport(at_start, read_memory(), *(shm_space() or (None, None)))
 
 
 # How long the workers' answers may take once the job has ended (they answer at once); their stacks too.
