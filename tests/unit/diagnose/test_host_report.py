@@ -41,10 +41,9 @@ def test_peaks_of_every_host_in_name_order():
 
 
 def test_a_report_travels_as_a_message():
-    report = HostReport(START, OOM, 64 * MIB, 24 * MIB)
+    report = HostReport(START, OOM, 64 * MIB)
     assert HostReport.from_message(report.to_message()) == report
-    assert HostReport.from_message({"shm_bytes": "big", "shm_free_bytes": True}) == HostReport(
-        MemoryReading(), MemoryReading(), None, None)
+    assert HostReport.from_message({"shm_bytes": "big"}) == HostReport(MemoryReading(), MemoryReading(), None)
 
 
 def test_report_now_reads_this_machine():
@@ -53,7 +52,6 @@ def test_report_now_reads_this_machine():
     assert report.at_start is at_start and not report.ran_out_of_memory  # nothing was killed in between
     # The size of the filesystem at /dev/shm, as the standard library measures it (None: this machine has none).
     assert report.shm_bytes == (shutil.disk_usage("/dev/shm").total if os.path.isdir("/dev/shm") else None)
-    assert (report.shm_free_bytes is None) == (report.shm_bytes is None)  # its free space: tests/unit/parse
 
 
 def test_every_host_report_is_this_hosts_and_each_workers_answer():

@@ -2,9 +2,7 @@
 
 import os
 import socket
-import subprocess
 
-import pytest
 from sagemaker_mxnet_horovod.parse.host_facts import (
     gather,
     parse_cgroup_cpu_limit,
@@ -74,17 +72,6 @@ def test_dev_shm_size_is_the_filesystems(tmp_path):
     stats = os.statvfs("/dev/shm")
     assert gather({"SM_NUM_GPUS": "0"}).shm_bytes == shm_space()[0] == stats.f_blocks * stats.f_frsize > 0
     assert shm_space(str(tmp_path / "none")) is None
-
-
-@pytest.fixture
-def tmpfs_64m(tmp_path):
-    """A tmpfs of 64 MiB (Docker's /dev/shm), mounted for the test: needs root (CAP_SYS_ADMIN)."""
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(tmp_path)],
-                             capture_output=True, text=True, check=False)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (mount: {mounted.stderr.strip()}); root on the host can")
-    yield tmp_path
-    subprocess.run(["umount", str(tmp_path)], check=True)
 
 
 def test_dev_shm_free_space_on_a_partly_filled_tmpfs(tmpfs_64m):

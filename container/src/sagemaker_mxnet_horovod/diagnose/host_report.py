@@ -1,5 +1,5 @@
 """What each host tells the diagnosis about itself when the job ends: its container's memory at the job's start
-and end (memory.py) and its /dev/shm's size and free space. The master takes its own; each worker sends its own to the
+and end (memory.py; with what /dev/shm had free) and the size of its /dev/shm. The master takes its own; each worker sends its own to the
 master (act/cluster), whose diagnosis names the host that ran out of memory and whose end-of-job line gives
 every host's peak."""
 
@@ -17,8 +17,6 @@ class HostReport:
     at_start: MemoryReading
     at_end: MemoryReading
     shm_bytes: int | None = None
-    # Free at the job's end, its processes gone: what they had, less what others (or the job's leftovers) hold.
-    shm_free_bytes: int | None = None
 
     @property
     def ran_out_of_memory(self) -> bool:
@@ -27,22 +25,20 @@ class HostReport:
 
     def to_message(self) -> dict:
         return {"at_start": self.at_start.to_message(), "at_end": self.at_end.to_message(),
-                "shm_bytes": self.shm_bytes, "shm_free_bytes": self.shm_free_bytes}
+                "shm_bytes": self.shm_bytes}
 
     @classmethod
     def from_message(cls, data: object) -> HostReport:
         values = data if isinstance(data, dict) else {}
-        def size(key):
-            value = values.get(key)
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
+        shm = values.get("shm_bytes")
         return cls(MemoryReading.from_message(values.get("at_start")), MemoryReading.from_message(values.get("at_end")),
-                   size("shm_bytes"), size("shm_free_bytes"))
+                   shm if isinstance(shm, int) and not isinstance(shm, bool) else None)
 
 
 def report_now(at_start: MemoryReading) -> HostReport:
     """This host's report at the job's end, from its reading at the start."""
-    return HostReport(at_start, read_memory(), *(shm_space() or (None, None)))
+    space = shm_space()
+    return HostReport(at_start, read_memory(), space[0] if space else None)
 
 
 # How long the workers' answers may take once the job has ended (they answer at once); their stacks too.
