@@ -16,6 +16,8 @@ from smdebug.trials import create_trial  # noqa: E402
 WEIGHTS_AND_LOSSES = {"HookParameters": {"save_interval": "1"},
                       "CollectionConfigurations": [{"CollectionName": "weights"}, {"CollectionName": "gradients"},
                                                    {"CollectionName": "losses"}]}
+# smdebug 1.0.34's line when it turns itself off (BASE_ERROR_MESSAGE), then the stack trace.
+SMDEBUG_DISABLED = "SMDebug error has occurred, disabling SMDebug for the rest of the training job. Stack trace:"
 
 
 def hook_env(tmp_path, config):
@@ -51,3 +53,23 @@ def test_mnist_trains_on_without_a_hook_its_configuration_cannot_make(tmp_path):
     assert "HookParameters include_workers='half': smdebug knows 'one' and 'all'; training goes on without the " \
            "hook" in job.stderr
     assert not (tmp_path / "tensors").exists()
+
+
+def test_mnist_trains_on_when_smdebugs_save_fails_mid_job(tmp_path):
+    """A LocalPath that cannot be written from some step on (a full disk): smdebug logs its error and turns itself
+    off, the job trains to the end. smdebug does so only for SageMaker's default configuration; this one names
+    collections (sagemaker_mxnet_debugger.hook.guarded)."""
+    data = make_mnist(tmp_path / "data", train=256, test=64)
+    env = {**channels_env(data), **hook_env(tmp_path, WEIGHTS_AND_LOSSES)}
+    # Step 2's directory is taken by a file: steps 0 and 1 save, step 2's event file cannot be opened, for root too.
+    (tmp_path / "tensors" / "events").mkdir(parents=True)
+    (tmp_path / "tensors" / "events" / "000000000002").write_text("")
+    job = run_mnist(tmp_path / "job", ["--epochs", "2", "--batch-size", "64"], env=env)
+    assert job.returncode == 0, job.explain()
+    assert "mnist: done val_accuracy=" in job.stdout
+    # smdebug's own error handling (smdebug/core/error_handling_agent.py), once: smdebug is off from then on.
+    assert job.stdout.count(SMDEBUG_DISABLED) == 1, job.explain()
+    assert "Not a directory" in job.stdout.split(SMDEBUG_DISABLED)[1]
+    trial = create_trial(str(tmp_path / "tensors"))
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 1]  # saved before it failed, readable
+    assert (tmp_path / "tensors" / "training_job_end.ts").is_file()  # closed all the same
