@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from programs.helpers import DEV_VENV_REASON, channels_env, make_mnist, run_mnist
+from programs.helpers import DEV_VENV_REASON, ParameterServerJob, channels_env, make_mnist, mnist_argv, run_mnist
 
 pytest.importorskip("smdebug", reason=DEV_VENV_REASON)
 from smdebug.core.modes import ModeKeys  # noqa: E402
@@ -21,6 +21,7 @@ SMDEBUG_DISABLED = "SMDebug error has occurred, disabling SMDebug for the rest o
 
 
 def hook_env(tmp_path, config):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "debughookconfig.json"
     path.write_text(json.dumps({"S3OutputPath": "s3://bucket/job", "LocalPath": str(tmp_path / "tensors"),
                                 **config}))
@@ -73,3 +74,25 @@ def test_mnist_trains_on_when_smdebugs_save_fails_mid_job(tmp_path):
     trial = create_trial(str(tmp_path / "tensors"))
     assert trial.steps(mode=ModeKeys.TRAIN) == [0, 1]  # saved before it failed, readable
     assert (tmp_path / "tensors" / "training_job_end.ts").is_file()  # closed all the same
+
+
+@pytest.mark.mpi
+@pytest.mark.usefixtures("needs_horovod")
+def test_under_parameter_servers_only_worker_0_saves_each_step_once(tmp_path):
+    """2 kvstore workers (dist_sync), each with its own LocalPath as on its own host: smdebug sees no Horovod and
+    would call both worker_0, so only worker 0 saves (entrypoints/mxnet_programs/debugger.py)."""
+    data = make_mnist(tmp_path / "data", train=256, test=64)
+    argv = mnist_argv(tmp_path / "job", ["--epochs", "1", "--batch-size", "32", "--kvstore", "dist_sync"])
+    job = ParameterServerJob(tmp_path / "job", argv, channels_env(data),
+                             worker_env=lambda rank: hook_env(tmp_path / f"host-{rank}", WEIGHTS_AND_LOSSES))
+    workers = job.wait(120)
+    for worker in workers:
+        assert worker.returncode == 0, worker.explain()
+    trial = create_trial(str(tmp_path / "host-0" / "tensors"))
+    # 128 samples per worker in batches of 32: 4 steps, each saved once, by worker_0 alone.
+    assert trial.steps(mode=ModeKeys.TRAIN) == [0, 1, 2, 3]
+    assert trial.workers() == ["worker_0"]
+    events = tmp_path / "host-0" / "tensors" / "events"
+    assert {step.name: sorted(path.name for path in step.iterdir()) for step in events.iterdir()} == {
+        f"{step:012d}": [f"{step:012d}_worker_0.tfevents"] for step in range(trial.steps()[-1] + 1)}
+    assert not (tmp_path / "host-1" / "tensors").exists()
