@@ -76,6 +76,7 @@ def test_mnist_trains_on_when_smdebugs_save_fails_mid_job(tmp_path):
     assert (tmp_path / "tensors" / "training_job_end.ts").is_file()  # closed all the same
 
 
+@pytest.mark.slow
 @pytest.mark.mpi
 @pytest.mark.usefixtures("needs_horovod")
 def test_under_parameter_servers_only_worker_0_saves_each_step_once(tmp_path):
