@@ -39,23 +39,41 @@ def is_module(name: str, src: Path = SRC) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def imported_modules(tree: ast.Module, src: Path = SRC, package: str = PACKAGE) -> set[str]:
-    """The package's modules one module's code imports, wherever the import statement is (a function's too)."""
+def absolute_module(node: ast.ImportFrom, importer_package: str) -> str | None:
+    """The module a `from ... import` names, a relative one (`from ..act import x`, `from . import y`) resolved
+    against the package of the importing module; None when it climbs above the top package."""
+    if not node.level:
+        return node.module
+    parts = importer_package.split(".")
+    if node.level - 1 >= len(parts):
+        return None
+    base = parts[:len(parts) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imported_modules(tree: ast.Module, src: Path = SRC, package: str = PACKAGE, importer_package: str = "") -> set[str]:
+    """The package's modules one module's code imports, wherever the import statement is (a function's too), relative
+    imports resolved against `importer_package` (the package the importing module is in; itself for an
+    __init__.py)."""
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.split(".")[0] == package}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
-            names = {f"{node.module}.{alias.name}" for alias in node.names}
-            found |= {name for name in names if is_module(name, src)} or {node.module}
+        elif isinstance(node, ast.ImportFrom):
+            module = absolute_module(node, importer_package)
+            if not module or module.split(".")[0] != package:
+                continue
+            names = {f"{module}.{alias.name}" for alias in node.names}
+            found |= {name for name in names if is_module(name, src)} or {module}
             if any(not is_module(name, src) for name in names):
-                found.add(node.module)
+                found.add(module)
     return found
 
 
 def module_imports(src: Path = SRC, package: str = PACKAGE) -> dict[str, set[str]]:
     """Each module of the package -> the package's modules it imports."""
-    return {module_name(path, src): imported_modules(ast.parse(path.read_text()), src, package)
+    return {module_name(path, src): imported_modules(ast.parse(path.read_text()), src, package,
+                                                     module_name(path.parent / "__init__.py", src))
             for path in sorted((src / package).rglob("*.py"))}
 
 

@@ -3,6 +3,7 @@
 import functools
 import importlib
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -222,3 +223,50 @@ def first_step_differences(one_dir, two_dir):
         differences[name] = float(np.linalg.norm(one - two) / size) if size else (float("inf") if two.any() else 0.0)
     changed = sum(1 for name in names if not np.array_equal(after[0][name], start[0][name]))
     return same_start, differences, changed
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def mnist_argv(workdir, args):
+    return [sys.executable, str(MNIST), "--tensorboard-dir", str(Path(workdir) / "tensorboard"), *args]
+
+
+class ParameterServerJob:
+    """A scheduler, a server and the workers (`argv`, mnist.py in most tests) of one host, as processes;
+    worker_env(rank): a worker's own variables."""
+
+    def __init__(self, workdir, argv, env, workers=2, worker_env=lambda rank: {}):
+        workdir = Path(workdir)
+        workdir.mkdir(parents=True, exist_ok=True)
+        dmlc = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()), "DMLC_NUM_SERVER": "1",
+                "DMLC_NUM_WORKER": str(workers), "DMLC_INTERFACE": "lo"}
+        full = {**base_env(workdir, env), **dmlc}
+        role = [sys.executable, "-c", "import mxnet"]
+        self.roles = [subprocess.Popen(role, env={**full, "DMLC_ROLE": name}, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL) for name in ("scheduler", "server")]
+        self.workers = [Job(subprocess.Popen(argv, env={**full, "DMLC_ROLE": "worker", "SMMH_WORKER_RANK": str(rank),
+                                                        "SMMH_LOCAL_WORKER_RANK": str(rank),
+                                                        "SMMH_LOCAL_WORKERS": str(workers), **worker_env(rank)},
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir),
+                            workdir)
+                        for rank in range(workers)]
+
+    def wait(self, timeout):
+        deadline = time.time() + timeout
+        try:
+            for worker in self.workers:
+                worker.wait(max(1, deadline - time.time()))
+        finally:
+            self.end()
+        return self.workers
+
+    def end(self):
+        """The launcher's part at the end: the roles serve until told, and nothing may outlive the job."""
+        for process in [*self.roles, *(worker.proc for worker in self.workers)]:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)

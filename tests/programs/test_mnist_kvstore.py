@@ -7,69 +7,20 @@ import json
 import os
 import re
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from entrypoint_job import Job
 
-from programs.helpers import CONTAINER_SRC, ENTRYPOINTS, MNIST, base_env, channels_env, run_mnist
+from programs.helpers import CONTAINER_SRC, ENTRYPOINTS, ParameterServerJob, channels_env, mnist_argv, run_mnist
 
 pytestmark = [pytest.mark.mpi, pytest.mark.usefixtures("needs_horovod")]
 
 EPOCH_LINE = re.compile(r"^epoch=(\d+) train_loss=(\S+) train_accuracy=\S+ val_accuracy=(\S+) ", re.MULTILINE)
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 FIRST_STEP = Path(__file__).with_name("kvstore_first_step.py")
-
-
-def mnist_argv(workdir, args):
-    return [sys.executable, str(MNIST), "--tensorboard-dir", str(Path(workdir) / "tensorboard"), *args]
-
-
-class ParameterServerJob:
-    """A scheduler, a server and the workers (`argv`, mnist.py in most tests) of one host, as processes."""
-
-    def __init__(self, workdir, argv, env, workers=2):
-        workdir = Path(workdir)
-        workdir.mkdir(parents=True, exist_ok=True)
-        dmlc = {"DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": str(free_port()), "DMLC_NUM_SERVER": "1",
-                "DMLC_NUM_WORKER": str(workers), "DMLC_INTERFACE": "lo"}
-        full = {**base_env(workdir, env), **dmlc}
-        role = [sys.executable, "-c", "import mxnet"]
-        self.roles = [subprocess.Popen(role, env={**full, "DMLC_ROLE": name}, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL) for name in ("scheduler", "server")]
-        self.workers = [Job(subprocess.Popen(argv, env={**full, "DMLC_ROLE": "worker", "SMMH_WORKER_RANK": str(rank),
-                                                        "SMMH_LOCAL_WORKER_RANK": str(rank),
-                                                        "SMMH_LOCAL_WORKERS": str(workers)},
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=workdir),
-                            workdir)
-                        for rank in range(workers)]
-
-    def wait(self, timeout):
-        deadline = time.time() + timeout
-        try:
-            for worker in self.workers:
-                worker.wait(max(1, deadline - time.time()))
-        finally:
-            self.end()
-        return self.workers
-
-    def end(self):
-        """The launcher's part at the end: the roles serve until told, and nothing may outlive the job."""
-        for process in [*self.roles, *(worker.proc for worker in self.workers)]:
-            if process.poll() is None:
-                process.kill()
-                process.wait(10)
 
 
 @pytest.mark.slow

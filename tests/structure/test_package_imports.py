@@ -50,3 +50,27 @@ def test_the_checks_catch_an_upward_import_and_one_backend_importing_another(tmp
         "sagemaker_mxnet_horovod.parse.values -> sagemaker_mxnet_horovod.act.stacks"]
     assert cross_backend_imports(imports, tmp_path) == [
         "sagemaker_mxnet_horovod.backends.gloo.run -> sagemaker_mxnet_horovod.backends.mpi.worker_run"]
+
+
+def test_the_checks_resolve_relative_imports(tmp_path):
+    write_package(tmp_path, {
+        "__init__.py": "", "core/__init__.py": "", "core/log.py": "",
+        "parse/__init__.py": "from . import values\n",
+        "parse/values.py": "from ..act import stacks\nfrom .. import core\n",
+        "act/__init__.py": "from .stacks import run\n", "act/stacks.py": "from ..core.log import log\n",
+        "backends/__init__.py": "", "backends/mpi/__init__.py": "", "backends/gloo/__init__.py": "",
+        "backends/gloo/run.py": "def run():\n    from ..mpi import worker_run\n    from . import tune\n",
+        "backends/gloo/tune.py": "", "backends/mpi/worker_run.py": "",
+    })
+    imports = module_imports(tmp_path)
+    assert imports["sagemaker_mxnet_horovod.parse"] == {"sagemaker_mxnet_horovod.parse.values"}
+    assert imports["sagemaker_mxnet_horovod.parse.values"] == {"sagemaker_mxnet_horovod.act.stacks",
+                                                              "sagemaker_mxnet_horovod.core"}
+    assert imports["sagemaker_mxnet_horovod.act"] == {"sagemaker_mxnet_horovod.act.stacks"}
+    assert imports["sagemaker_mxnet_horovod.act.stacks"] == {"sagemaker_mxnet_horovod.core.log"}
+    assert imports["sagemaker_mxnet_horovod.backends.gloo.run"] == {
+        "sagemaker_mxnet_horovod.backends.mpi.worker_run", "sagemaker_mxnet_horovod.backends.gloo.tune"}
+    assert upward_imports(imports, tmp_path) == [
+        "sagemaker_mxnet_horovod.parse.values -> sagemaker_mxnet_horovod.act.stacks"]
+    assert cross_backend_imports(imports, tmp_path) == [
+        "sagemaker_mxnet_horovod.backends.gloo.run -> sagemaker_mxnet_horovod.backends.mpi.worker_run"]

@@ -4,6 +4,7 @@ module, whatever its folder, imports the shared helpers beside it (unit_paths.py
 stacks_request.py, late_peers.py), and holds the fixtures tests of several folders use."""
 
 import signal
+import subprocess
 
 import pytest
 
@@ -16,3 +17,14 @@ def restore_signal_handlers():
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)
+
+
+@pytest.fixture
+def tmpfs_64m(tmp_path):
+    """A tmpfs of 64 MiB (Docker's /dev/shm), mounted for the test: needs root (CAP_SYS_ADMIN), as on the host."""
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(tmp_path)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (mount: {mounted.stderr.strip()}); root on the host can")
+    yield tmp_path
+    subprocess.run(["umount", str(tmp_path)], check=True)

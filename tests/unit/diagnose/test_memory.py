@@ -62,12 +62,23 @@ def test_read_memory_finds_either_version_under_a_root(tmp_path):
     for name, text in V1_AFTER.items():
         (tmp_path / "v1" / "memory" / name).write_text(text)
     (tmp_path / "meminfo").write_text(MEMINFO)
-    assert read_memory(tmp_path / "v1", tmp_path / "meminfo") == MemoryReading(256 * MIB, 256 * MIB, 1, 0,
-                                                                                24683656 * 1024)
+    no_shm = str(tmp_path / "no-shm")
+    assert read_memory(tmp_path / "v1", tmp_path / "meminfo", no_shm) == MemoryReading(256 * MIB, 256 * MIB, 1, 0,
+                                                                                        24683656 * 1024)
     (tmp_path / "v2").mkdir()
     for name, text in (("memory.max", "max\n"), ("memory.peak", "5000\n"), ("memory.events", V2_EVENTS_AFTER)):
         (tmp_path / "v2" / name).write_text(text)
-    assert read_memory(tmp_path / "v2", tmp_path / "meminfo") == MemoryReading(None, 5000, 1, None, 24683656 * 1024)
+    assert read_memory(tmp_path / "v2", tmp_path / "meminfo", no_shm) == MemoryReading(None, 5000, 1, None,
+                                                                                        24683656 * 1024)
+
+
+def test_a_reading_holds_what_is_free_of_dev_shm(tmpfs_64m):
+    # /dev/shm's free space at the job's start: what others left the job (diagnose/shm.py compares the need with it).
+    assert read_memory(shm=str(tmpfs_64m)).shm_free_bytes == 64 * MIB
+    (tmpfs_64m / "another-process").write_bytes(b"\1" * (40 * MIB))
+    reading = read_memory(shm=str(tmpfs_64m))
+    assert reading.shm_free_bytes == 24 * MIB
+    assert MemoryReading.from_message(reading.to_message()) == reading  # as a worker's report sends it
 
 
 def test_read_memory_reads_this_machine():

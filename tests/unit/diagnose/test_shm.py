@@ -99,6 +99,24 @@ def test_the_cause_is_named_only_where_dev_shm_is_small():
     assert cause(bus, "rank 1 on algo-2", ShmBudget(None, 0, ()), None) is None
 
 
+def test_what_is_free_of_a_partly_filled_dev_shm_counts_not_its_size():
+    # A host's /dev/shm shared with others (docker run --ipc=host): 2 GiB, 100 MiB of it free.
+    budget = estimate(2 * GIB, 1, 4, "num-workers", 0, free_bytes=100 * MIB)
+    assert budget.short and budget.available_bytes == 100 * MIB
+    assert start_warning(budget).startswith("WARNING: /dev/shm is 100 MiB free of 2 GiB, less than the about 256 MiB "
+                                            "(1 rank x 4 data-loader workers (num-workers) x 64 MiB) this job needs")
+    assert start_warning(estimate(2 * GIB, 1, 4, "num-workers", 0, free_bytes=2 * GIB)) is None
+    bus = Symptom(1, "Bus error", BUS)
+    assert "; /dev/shm there is 100 MiB free of 2 GiB, smaller than the about 256 MiB" in cause(
+        bus, "rank 1 on algo-2", budget, 2 * GIB, 100 * MIB)
+    # Ample in size is not enough: a SageMaker-sized /dev/shm that others filled is still blamed.
+    assert "above the launcher's estimate" in cause(bus, "rank 1 on algo-2", budget, 30 * GIB, 512 * MIB)
+    assert cause(bus, "rank 1 on algo-2", budget, 30 * GIB, 29 * GIB) is None
+    assert process_cause("worker 0 on algo-1", (), -signal.SIGBUS, budget).startswith(
+        f"/dev/shm too small: worker 0 on algo-1 died of {BUS} ('killed by SIGBUS'); /dev/shm there is 100 MiB free "
+        "of 2 GiB, smaller than")
+
+
 BUS = "Bus error: SIGBUS on a page of a full /dev/shm"
 ANCDATA = "received 0 items of ancdata: a DataLoader worker could not pass a batch through /dev/shm"
 NCCL = "NCCL's unhandled system error: its shared-memory transport failed"

@@ -129,3 +129,7 @@ def test_a_rank_dead_of_a_shm_symptom_on_a_small_dev_shm():
     assert verdict(small, silent).render().startswith("/dev/shm too small: rank 1 on algo-2 died of Bus error")
     # The worker's own report, when there is one, gives its /dev/shm; a large one is not blamed.
     assert verdict(small, result, hosts={"algo-2": HostReport(CALM, CALM, 32 << 30)}).finding is None
+    # ... unless others fill it (the host's own /dev/shm, docker run --ipc=host): what was free counts.
+    shared_at_start = dataclasses.replace(CALM, shm_free_bytes=100 * MIB)
+    shared = verdict(small, result, hosts={"algo-2": HostReport(shared_at_start, CALM, 32 << 30)})
+    assert "; /dev/shm there is 100 MiB free of 32 GiB, smaller than" in shared.render().splitlines()[0]

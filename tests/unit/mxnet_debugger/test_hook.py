@@ -40,6 +40,7 @@ def test_writable_directory_problem(tmp_path):
 
 
 def test_guarded_hands_every_error_to_smdebugs_handling():
+    # Only the switch; smdebug's handling at work in a job: tests/programs/test_debugger.py (a save failing mid-job).
     class Hook:
         def has_default_configuration(self):
             return False

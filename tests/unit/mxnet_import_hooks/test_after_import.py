@@ -1,6 +1,7 @@
 """after_import.py: a change made to a module right after its first import, by a real import of a real module (the
 .pth hooks' Horovod and Gluon wraps: tests/image), or at once when the module is already imported."""
 
+import importlib
 import sys
 
 import pytest
@@ -13,7 +14,8 @@ def module_dir(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "after_import_target", raising=False)
     yield tmp_path
-    sys.modules.pop("after_import_target", None)
+    for name in [name for name in sys.modules if name.split(".")[0] in ("after_import_target", "after_import_pkg")]:
+        del sys.modules[name]
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, AfterImport)]
 
 
@@ -34,4 +36,38 @@ def test_an_imported_module_is_changed_at_once(module_dir):
 
     after_import("after_import_target", lambda module: setattr(module, "VALUE", 3))
     assert after_import_target.VALUE == 3
+    assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)
+
+
+def write_package(module_dir, init_code):
+    """after_import_pkg, its submodule gluon, and gluon's submodule block (as mxnet.gluon.block, the Debugger's); and
+    another block, after_import_pkg.block."""
+    (module_dir / "after_import_pkg" / "gluon").mkdir(parents=True)
+    (module_dir / "after_import_pkg" / "__init__.py").write_text(init_code)
+    (module_dir / "after_import_pkg" / "gluon" / "__init__.py").write_text("")
+    (module_dir / "after_import_pkg" / "gluon" / "block.py").write_text("VALUE = 1\n")
+    (module_dir / "after_import_pkg" / "block.py").write_text("")
+
+
+def test_a_dotted_name_is_changed_at_its_own_import_not_its_parents(module_dir):
+    write_package(module_dir, "")
+    seen = []
+    after_import("after_import_pkg.gluon.block", lambda module: seen.append(module.__name__))
+    importlib.import_module("after_import_pkg.block")  # another block
+    importlib.import_module("after_import_pkg.gluon")  # block's parent
+
+    assert seen == [] and any(isinstance(finder, AfterImport) for finder in sys.meta_path)
+    from after_import_pkg.gluon import block
+
+    assert seen == ["after_import_pkg.gluon.block"] and block.VALUE == 1
+    assert sys.modules["after_import_pkg.gluon.block"] is block
+    assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)
+
+
+def test_a_dotted_name_imported_by_its_parents_init_is_changed(module_dir):
+    write_package(module_dir, "from .gluon import block\n")  # mxnet's __init__ imports gluon, gluon block
+    after_import("after_import_pkg.gluon.block", lambda module: setattr(module, "VALUE", 2))
+    import after_import_pkg
+
+    assert after_import_pkg.gluon.block.VALUE == 2
     assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)

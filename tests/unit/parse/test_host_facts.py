@@ -9,7 +9,7 @@ from sagemaker_mxnet_horovod.parse.host_facts import (
     parse_default_route_interface,
     parse_gpu_query,
     parse_nvidia_driver_version,
-    shm_size,
+    shm_space,
 )
 
 ROUTE = """Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT
@@ -70,5 +70,12 @@ def test_the_environments_gpu_count_wins_and_skips_the_gpu_query():
 
 def test_dev_shm_size_is_the_filesystems(tmp_path):
     stats = os.statvfs("/dev/shm")
-    assert gather({"SM_NUM_GPUS": "0"}).shm_bytes == shm_size() == stats.f_blocks * stats.f_frsize > 0
-    assert shm_size(str(tmp_path / "none")) is None
+    assert gather({"SM_NUM_GPUS": "0"}).shm_bytes == shm_space()[0] == stats.f_blocks * stats.f_frsize > 0
+    assert shm_space(str(tmp_path / "none")) is None
+
+
+def test_dev_shm_free_space_on_a_partly_filled_tmpfs(tmpfs_64m):
+    assert shm_space(str(tmpfs_64m)) == (64 << 20, 64 << 20)
+    with open(tmpfs_64m / "another-process", "wb") as file:  # 40 MiB of someone else's (tmpfs: whole pages)
+        file.write(b"\1" * (40 << 20))
+    assert shm_space(str(tmpfs_64m)) == (64 << 20, 24 << 20)

@@ -27,6 +27,15 @@ def test_rcnns_loader_workers_on_a_gpu_host_are_its_cores_per_rank_but_one():
     assert workers >= 1 and f"8 ranks x {workers} data-loader workers (num-workers)" in ", ".join(budget.parts)
 
 
+def test_a_partly_filled_dev_shm_is_measured_by_what_is_free():
+    shared = dataclasses.replace(CPU2, shm_bytes=2 << 30, shm_free_bytes=100 * MIB)  # docker run --ipc=host
+    (warning,) = shm_size_check(job(facts=shared, sagemaker_program="faster_rcnn"))
+    assert warning.startswith("WARNING: /dev/shm is 100 MiB free of 2 GiB, less than the about 256 MiB")
+    assert shm_budget(job(facts=shared, sagemaker_program="faster_rcnn")).free_bytes == 100 * MIB
+    empty = dataclasses.replace(shared, shm_free_bytes=2 << 30)
+    assert shm_size_check(job(facts=empty, sagemaker_program="faster_rcnn")) == []
+
+
 def test_mnist_and_a_few_cpu_ranks_fit_and_say_nothing():
     assert shm_size_check(job(facts=DOCKER_DEFAULT)) == []
     assert shm_size_check(job(facts=DOCKER_DEFAULT, sagemaker_mpi_num_of_processes_per_host="2")) == []

@@ -47,10 +47,16 @@ class ShmBudget:
     parts: tuple[str, ...]  # what the need is made of, for people
     loader_key: str | None = None  # the argument that sets the data-loader workers, when there are any
     gpus: int = 0
+    free_bytes: int | None = None  # free of it at the start (None: not measured, all of it counts)
+
+    @property
+    def available_bytes(self) -> int | None:
+        """What the job can use: the free part, not the size, of a /dev/shm others fill too."""
+        return self.size_bytes if self.free_bytes is None else self.free_bytes
 
     @property
     def short(self) -> bool:
-        return self.size_bytes is not None and self.size_bytes < self.need_bytes
+        return self.available_bytes is not None and self.available_bytes < self.need_bytes
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """What each host tells the diagnosis about itself when the job ends: its container's memory at the job's start
-and end (memory.py) and the size of its /dev/shm. The master takes its own; each worker sends its own to the
+and end (memory.py; with what /dev/shm had free) and the size of its /dev/shm. The master takes its own; each worker sends its own to the
 master (act/cluster), whose diagnosis names the host that ran out of memory and whose end-of-job line gives
 every host's peak."""
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, oom_during, read_memory
-from sagemaker_mxnet_horovod.parse.host_facts import shm_size
+from sagemaker_mxnet_horovod.parse.host_facts import shm_space
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class HostReport:
 
 def report_now(at_start: MemoryReading) -> HostReport:
     """This host's report at the job's end, from its reading at the start."""
-    return HostReport(at_start, read_memory(), shm_size())
+    space = shm_space()
+    return HostReport(at_start, read_memory(), space[0] if space else None)
 
 
 # How long the workers' answers may take once the job has ended (they answer at once); their stacks too.

@@ -10,12 +10,18 @@ cgroup v2: memory.max, memory.peak (kernel 5.19 and later), memory.events. cgrou
 memory.max_usage_in_bytes, memory.oom_control, memory.failcnt. Usage includes the page cache, so a peak near
 the limit alone is no sign of trouble: the kernel reclaims cache before it kills. The parsers are pure and
 unit-tested on captured files of both versions; read_memory() reads the running container's.
+
+A reading also holds what is free of /dev/shm, a tmpfs (memory): taken at the job's start, it is what others left
+the job there (a host's /dev/shm shared with other containers can be large and nearly full), which a reading at the
+end cannot tell from the files the job's own dead processes left (diagnose/shm.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from sagemaker_mxnet_horovod.parse.host_facts import shm_space
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 MEMINFO = Path("/proc/meminfo")
@@ -32,6 +38,7 @@ class MemoryReading:
     oom_kills: int | None = None  # processes of this container killed by an OOM killer
     limit_hits: int | None = None  # v1 memory.failcnt: how often usage reached the limit
     ram_bytes: int | None = None  # the host's RAM (MemTotal)
+    shm_free_bytes: int | None = None  # free in /dev/shm; None: there is none
 
     def to_message(self) -> dict:
         return asdict(self)
@@ -127,12 +134,15 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def read_memory(root: Path = CGROUP_ROOT, meminfo: Path = MEMINFO) -> MemoryReading:
-    """The container's reading now: cgroup v2 when its memory files are there, else v1's memory controller."""
+def read_memory(root: Path = CGROUP_ROOT, meminfo: Path = MEMINFO, shm: str = "/dev/shm") -> MemoryReading:
+    """The container's reading now: cgroup v2 when its memory files are there, else v1's memory controller; and
+    /dev/shm's free space."""
     if (root / "memory.max").exists() or (root / "memory.events").exists():
         reading = parse_v2(_read(root / "memory.max"), _read(root / "memory.peak"), _read(root / "memory.events"))
     else:
         v1 = root / "memory"
         reading = parse_v1(_read(v1 / "memory.limit_in_bytes"), _read(v1 / "memory.max_usage_in_bytes"),
                            _read(v1 / "memory.oom_control"), _read(v1 / "memory.failcnt"))
-    return MemoryReading(**{**asdict(reading), "ram_bytes": parse_ram_bytes(_read(meminfo))})
+    space = shm_space(shm)
+    return MemoryReading(**{**asdict(reading), "ram_bytes": parse_ram_bytes(_read(meminfo)),
+                            "shm_free_bytes": space[1] if space else None})

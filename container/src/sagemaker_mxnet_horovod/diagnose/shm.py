@@ -80,9 +80,10 @@ def loader_workers(program_args: Mapping[str, str], declared: tuple[str, int] | 
 
 
 def estimate(size_bytes: int | None, ranks_per_host: int, workers_per_rank: int, loader_key: str | None,
-             gpus: int, mpi: bool = True) -> ShmBudget:
+             gpus: int, mpi: bool = True, free_bytes: int | None = None) -> ShmBudget:
     """The job's need on one host: Open MPI between its ranks (mpi: the ranks are MPI's; a parameter-server job's
-    workers talk over ps-lite's sockets), each rank's loader workers, NCCL between GPUs."""
+    workers talk over ps-lite's sockets), each rank's loader workers, NCCL between GPUs. free_bytes: what is free
+    of /dev/shm at the start, which the need is compared with."""
     need, parts = 0, []
     if mpi and ranks_per_host > 1:
         need += ranks_per_host * MPI_PER_RANK
@@ -94,14 +95,22 @@ def estimate(size_bytes: int | None, ranks_per_host: int, workers_per_rank: int,
     if gpus > 1:
         need += gpus * NCCL_PER_GPU
         parts.append(f"{gpus} GPUs x {size_text(NCCL_PER_GPU)} for NCCL")
-    return ShmBudget(size_bytes, need, tuple(parts), loader_key if workers_per_rank else None, gpus)
+    return ShmBudget(size_bytes, need, tuple(parts), loader_key if workers_per_rank else None, gpus, free_bytes)
+
+
+def describe_space(size_bytes: int, free_bytes: int | None) -> str:
+    """'64 MiB', or '24 MiB free of 64 MiB' where files fill part of it."""
+    if free_bytes is None or free_bytes >= size_bytes:
+        return size_text(size_bytes)
+    return f"{size_text(free_bytes)} free of {size_text(size_bytes)}"
 
 
 def start_warning(budget: ShmBudget) -> str | None:
     """The start log's warning when /dev/shm is smaller than the job's need."""
     if not budget.short:
         return None
-    return (f"WARNING: /dev/shm is {size_text(budget.size_bytes)}, less than the {describe_need(budget)} this job "
+    return (f"WARNING: /dev/shm is {describe_space(budget.size_bytes, budget.free_bytes)}, less than the "
+            f"{describe_need(budget)} this job "
             "needs: ranks can die with 'Bus error', 'received 0 items of ancdata' or NCCL's 'unhandled system "
             f"error'. Fix: {fixes(budget)}")
 
@@ -140,18 +149,23 @@ def process_symptom(tail: Sequence[str], returncode: int) -> Symptom | None:
     return found
 
 
-def cause(symptom: Symptom, where: str, budget: ShmBudget, size_bytes: int | None) -> str | None:
+def cause(symptom: Symptom, where: str, budget: ShmBudget, size_bytes: int | None,
+          free_bytes: int | None = None) -> str | None:
     """The failure file's first line for a rank that died of a full /dev/shm, or None when that host's /dev/shm
-    is ample (the symptom has another cause). where: 'rank 1 on algo-2'; size_bytes: that host's /dev/shm."""
-    if size_bytes is None or (size_bytes >= budget.need_bytes and size_bytes >= AMPLE):
+    has ample room (the symptom has another cause). where: 'rank 1 on algo-2'; size_bytes, free_bytes: that host's
+    /dev/shm's size and what is free of it (None: all of it)."""
+    if size_bytes is None:
         return None
-    if size_bytes < budget.need_bytes:
+    available = size_bytes if free_bytes is None else free_bytes
+    if available >= budget.need_bytes and available >= AMPLE:
+        return None
+    if available < budget.need_bytes:
         need = f"smaller than the {describe_need(budget)} this job needs by the launcher's estimate"
     else:
         need = (f"above the launcher's estimate of {describe_need(budget)}, but batches larger than it assumes "
                 "need more")
     return (f"/dev/shm too small: {where} died of {symptom.meaning} ({symptom.line[:120]!r}); /dev/shm there is "
-            f"{size_text(size_bytes)}, {need}. Fix: {fixes(budget)}")
+            f"{describe_space(size_bytes, free_bytes)}, {need}. Fix: {fixes(budget)}")
 
 
 def process_cause(where: str, tail: Sequence[str], returncode: int, budget: ShmBudget | None) -> str | None:
@@ -160,4 +174,4 @@ def process_cause(where: str, tail: Sequence[str], returncode: int, budget: ShmB
     symptom = process_symptom(tail, returncode)
     if symptom is None or budget is None:
         return None
-    return cause(symptom, where, budget, budget.size_bytes)
+    return cause(symptom, where, budget, budget.size_bytes, budget.free_bytes)

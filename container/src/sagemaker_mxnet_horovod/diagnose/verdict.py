@@ -88,7 +88,8 @@ def shm_too_small(evidence: Evidence) -> str | None:
         host = rank_host(plan.rank_hosts, rank, plan.current_host)
         where = f"rank {rank} on {host}" if evidence.under_mpirun else f"{plan.program.name} on {host}"
     report = evidence.hosts.get(host)
-    return shm.cause(symptom, where, plan.shm, report.shm_bytes if report else plan.shm.size_bytes)
+    space = (report.shm_bytes, report.at_start.shm_free_bytes) if report else (plan.shm.size_bytes, plan.shm.free_bytes)
+    return shm.cause(symptom, where, plan.shm, *space)
 
 
 FINDINGS: tuple[Callable[[Evidence], str | None], ...] = (out_of_memory, shm_too_small, launcher_abort, hang_watch)

@@ -24,6 +24,7 @@ class HostFacts:
     nvidia_driver_version: str | None = None  # e.g. "535.104.05"
     gpus: tuple[tuple[str, str], ...] = ()  # (name, compute capability "8.0") per visible GPU
     shm_bytes: int | None = None  # the size of /dev/shm (None: there is none)
+    shm_free_bytes: int | None = None  # what is free of it at the start: a tmpfs shared with others may be in use
 
 
 def parse_default_route_interface(proc_net_route: str) -> str | None:
@@ -124,13 +125,15 @@ def interface_ipv4_addresses() -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
-def shm_size(path: str = "/dev/shm") -> int | None:
-    """The size of the filesystem at /dev/shm (Docker's default: 64 MiB), None when there is none."""
+def shm_space(path: str = "/dev/shm") -> tuple[int, int] | None:
+    """(size, free bytes) of the filesystem at /dev/shm (Docker's default size: 64 MiB), None when there is none.
+    Free is what a process may still write (f_bavail): less than the size where files are there already, as on a
+    host's own /dev/shm shared with other containers (docker run --ipc=host)."""
     try:
         stats = os.statvfs(path)
     except OSError:
         return None
-    return stats.f_blocks * stats.f_frsize
+    return stats.f_blocks * stats.f_frsize, stats.f_bavail * stats.f_frsize
 
 
 def gather(env: dict | None = None) -> HostFacts:
@@ -140,6 +143,7 @@ def gather(env: dict | None = None) -> HostFacts:
     except OSError:
         names = ()
     gpus = int(env["SM_NUM_GPUS"]) if env.get("SM_NUM_GPUS", "").isdigit() else count_gpus()
+    shm_bytes, shm_free_bytes = shm_space() or (None, None)
     return HostFacts(
         cpu_count=count_cpus(),
         gpu_count=gpus,
@@ -149,5 +153,6 @@ def gather(env: dict | None = None) -> HostFacts:
         hostname=socket.gethostname(),
         nvidia_driver_version=parse_nvidia_driver_version(_read("/proc/driver/nvidia/version")) if gpus else None,
         gpus=query_gpus() if gpus and "SM_NUM_GPUS" not in env else (),
-        shm_bytes=shm_size(),
+        shm_bytes=shm_bytes,
+        shm_free_bytes=shm_free_bytes,
     )

@@ -162,7 +162,8 @@ def shm_budget(job: PlanInputs) -> ShmBudget:
     workers, key = shm.loader_workers(job.config.program_args, declared)
     mpi = job.collectives_in_shm
     gpus = min(job.facts.gpu_count, layout.processes_per_host) if mpi else 0
-    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=mpi)
+    return shm.estimate(job.facts.shm_bytes, layout.processes_per_host, workers, key, gpus, mpi=mpi,
+                        free_bytes=job.facts.shm_free_bytes)
 
 
 def shm_size_check(job: PlanInputs) -> list[str]:
