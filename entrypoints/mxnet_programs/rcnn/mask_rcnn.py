@@ -52,7 +52,14 @@ class MaskRcnn(FasterRcnn):
 
         return (presets.MaskRCNNDefaultTrainTransform(short, max_size, net, ashape=net.ashape, multi_stage=use_fpn),
                 batchify.MaskRCNNTrainBatchify(net, num_devices),
-                presets.MaskRCNNDefaultValTransform(val_short, max_size),
+                *self.val_transforms(val_short, max_size))
+
+    def val_transforms(self, val_short, max_size):
+        """A sample is (image, [input height, input width, input / original scale])."""
+        from gluoncv.data import batchify
+        from gluoncv.data.transforms.presets import rcnn as presets
+
+        return (presets.MaskRCNNDefaultValTransform(val_short, max_size),
                 batchify.Tuple(*[batchify.Append() for _ in range(2)]))
 
     def split_sample(self, sample):
