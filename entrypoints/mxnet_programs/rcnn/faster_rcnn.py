@@ -92,7 +92,14 @@ class FasterRcnn:
         return (presets.FasterRCNNDefaultTrainTransform(short, max_size, net, ashape=net.ashape,
                                                         multi_stage=use_fpn),
                 batchify.FasterRCNNTrainBatchify(net, num_devices),
-                presets.FasterRCNNDefaultValTransform(val_short, max_size),
+                *self.val_transforms(val_short, max_size))
+
+    def val_transforms(self, val_short, max_size):
+        """(val transform, val batchify): no network needed. A sample is (image, boxes, original / input scale)."""
+        from gluoncv.data import batchify
+        from gluoncv.data.transforms.presets import rcnn as presets
+
+        return (presets.FasterRCNNDefaultValTransform(val_short, max_size),
                 batchify.Tuple(*[batchify.Append() for _ in range(3)]))
 
     # ---- training

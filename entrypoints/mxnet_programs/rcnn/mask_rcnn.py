@@ -52,7 +52,14 @@ class MaskRcnn(FasterRcnn):
 
         return (presets.MaskRCNNDefaultTrainTransform(short, max_size, net, ashape=net.ashape, multi_stage=use_fpn),
                 batchify.MaskRCNNTrainBatchify(net, num_devices),
-                presets.MaskRCNNDefaultValTransform(val_short, max_size),
+                *self.val_transforms(val_short, max_size))
+
+    def val_transforms(self, val_short, max_size):
+        """A sample is (image, [input height, input width, input / original scale])."""
+        from gluoncv.data import batchify
+        from gluoncv.data.transforms.presets import rcnn as presets
+
+        return (presets.MaskRCNNDefaultValTransform(val_short, max_size),
                 batchify.Tuple(*[batchify.Append() for _ in range(2)]))
 
     def split_sample(self, sample):
@@ -101,7 +108,11 @@ class MaskRcnn(FasterRcnn):
 
 class _MaskResults:
     """One rank's detections and full-image masks of its contiguous validation shard, in GluonCV's COCO
-    result format (image ids from `start`), for rank 0 to merge."""
+    result format (image ids from `start`), for rank 0 to merge.
+
+    Masks are pasted at the size the annotation file gives the image, which pycocotools compares them at. Not at
+    the input's size divided by the scale, as GluonCV's script does: one scale for both sides can miss the width by
+    a pixel (547 px wide, 466 high, short side 256: 546), and a mask of another size matches nothing."""
 
     def __init__(self, model, val_ds, output_data_dir, start):
         import numpy as np
@@ -112,17 +123,22 @@ class _MaskResults:
         self.metric = COCOInstanceMetric(val_ds, os.path.join(output_data_dir, f"{model.prog}_val"),
                                          use_time=False, cleanup=True, starting_id=start)
         self.metric.reset()
+        # The images in the metric's order (sorted ids; the validation dataset keeps every image)
+        entries = val_ds.coco.loadImgs(sorted(val_ds.coco.getImgIds()))
+        self.sizes = [(int(entry["width"]), int(entry["height"])) for entry in entries]
+        self.index = start
 
     def add(self, net, x, sample):
         np = self.np
         ids, scores, bboxes, masks = net(x)
-        im_height, im_width, im_scale = sample[1][0].asnumpy()
+        im_scale = float(sample[1][0].asnumpy()[2])  # input / original
         ids, scores = ids[0].asnumpy(), scores[0].asnumpy()
         bboxes, masks = bboxes[0].asnumpy(), masks[0].asnumpy()
         valid = np.where((ids.ravel() >= 0) & (scores.ravel() >= VAL_SCORE_THRESH))[0]
         bboxes = bboxes[valid] / im_scale
-        full_h, full_w = int(round(im_height / im_scale)), int(round(im_width / im_scale))
-        self.metric.update(bboxes, ids[valid], scores[valid], self.fill(masks[valid], bboxes, (full_w, full_h)))
+        size = self.sizes[self.index]
+        self.index += 1
+        self.metric.update(bboxes, ids[valid], scores[valid], self.fill(masks[valid], bboxes, size))
 
     def results(self):
         return self.metric.get_result_buffer()
