@@ -5,10 +5,15 @@ them in order. The layout says what the job asks for; which backend runs it is b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
+
+# How the job's processes work together; each is the name of the backend that runs it (backends/registry.py).
+MPI, PARAMETER_SERVER, SINGLE = "mpi", "parameter_server", "single"
+Distribution = Literal["mpi", "parameter_server", "single"]
 
 
 @dataclass(frozen=True)
@@ -19,16 +24,17 @@ class Layout:
     hosts: tuple[str, ...]  # the hosts of this host's distributed job; this host alone without one
     master_host: str  # this host without a distributed job
     processes_per_host: int  # MPI ranks, or parameter-server workers
-    use_mpi: bool
+    # mpi: Horovod over MPI; parameter_server: MXNet's own distribution (scheduler, servers and kvstore workers);
+    # single: the program alone on this host
+    distribution: Distribution
     interface: str | None
     outside_reason: str = ""  # why this host runs alone, outside the distribution hosts' MPI job
     notes: tuple[str, ...] = ()
-    parameter_server: bool = False  # MXNet's own distribution: scheduler, servers and kvstore workers
 
     @property
     def distributed(self) -> bool:
         """Its hosts run one job together (over MPI or the parameter servers), as this host's role says."""
-        return self.use_mpi or self.parameter_server
+        return self.distribution != SINGLE
 
     @property
     def total_processes(self) -> int:
@@ -70,9 +76,12 @@ def plan_layout(config: TrainingConfig, facts: HostFacts) -> Layout:
         per_host = 1  # as AWS's MXNet toolkit: one worker per host, over all of its devices
     per_host, per_host_notes = processes_per_host(per_host, facts, resource.current_host)
     notes += per_host_notes
-    use_mpi, mpi_notes = (False, []) if parameter_server else mpi_or_not(mpi_enabled, per_host, len(hosts))
-    notes += mpi_notes
-    distributed = use_mpi or parameter_server
+    if parameter_server:
+        distribution: Distribution = PARAMETER_SERVER
+    else:
+        over_mpi, mpi_notes = mpi_or_not(mpi_enabled, per_host, len(hosts))
+        distribution, notes = (MPI if over_mpi else SINGLE), notes + mpi_notes
+    distributed = distribution != SINGLE
 
     interface, interface_note = choose_interface(resource.network_interface_name, facts)
     notes += [interface_note] if interface_note else []
@@ -84,11 +93,10 @@ def plan_layout(config: TrainingConfig, facts: HostFacts) -> Layout:
         hosts=hosts if distributed else (resource.current_host,),
         master_host=resource.master_host if distributed else resource.current_host,
         processes_per_host=per_host,
-        use_mpi=use_mpi,
+        distribution=distribution,
         interface=interface,
         outside_reason=outside_reason or "",
         notes=tuple(notes),
-        parameter_server=parameter_server,
     )
 
 
@@ -183,10 +191,10 @@ def mpi_or_not(mpi_enabled: bool | None, per_host: int, host_count: int) -> tupl
     if mpi_enabled is False and per_host > 1:
         raise PlanError(f"sagemaker_mpi_enabled=false cannot run {per_host} processes per host; "
                         "enable MPI or set sagemaker_mpi_num_of_processes_per_host=1")
-    use_mpi = mpi_enabled if mpi_enabled is not None else per_host * host_count > 1
-    if not use_mpi and host_count > 1:
-        return use_mpi, [f"MPI disabled: each of the {host_count} hosts runs the program on its own"]
-    return use_mpi, []
+    over_mpi = mpi_enabled if mpi_enabled is not None else per_host * host_count > 1
+    if not over_mpi and host_count > 1:
+        return over_mpi, [f"MPI disabled: each of the {host_count} hosts runs the program on its own"]
+    return over_mpi, []
 
 
 def choose_interface(requested: str | None, facts: HostFacts) -> tuple[str | None, str | None]:
