@@ -15,6 +15,7 @@ from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.command_run import CommandRun
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
@@ -27,7 +28,7 @@ DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun
 
 class MasterRun(CommandRun):
     def __init__(self, plan: Plan, env: Mapping[str, str], bind_address: str, failure_file: Path):
-        super().__init__(plan, env, failure_file, under_mpirun=True)
+        super().__init__(plan, env, failure_file, MPIRUN)
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
