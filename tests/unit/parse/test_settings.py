@@ -33,7 +33,7 @@ def test_launcher_knobs_are_consumed_and_typed():
     assert settings.program == "mnist"
     assert settings.mpi_enabled is False  # the toolkit treats "False" as true
     assert settings.processes_per_host == 2
-    assert settings.custom_mpi_options == ("-x", "FOO=a b", "--mca", "btl_tcp_if_exclude", "lo")
+    assert settings.custom_mpi_options.for_mpirun == ("-x", "FOO=a b", "--mca", "btl_tcp_if_exclude", "lo")
     assert settings.peer_timeout_s == 30
     assert settings.horovod_autotune and not settings.horovod_timeline
     assert settings.horovod_fusion_threshold_mb == 64
@@ -162,8 +162,8 @@ def test_bad_values_name_key_and_value(hps, message):
 def test_custom_mpi_options_nccl_debug_as_the_toolkit(options, nccl_debug, for_mpirun):
     settings, _ = parse_launcher_settings(parse_hyperparameters(
         {"sagemaker_mpi_custom_mpi_options": json.dumps(options)}, {}), {})
-    assert settings.nccl_debug == nccl_debug
-    assert settings.custom_mpi_options == for_mpirun
+    assert settings.custom_mpi_options.nccl_debug == nccl_debug
+    assert settings.custom_mpi_options.for_mpirun == for_mpirun
 
 
 @pytest.mark.parametrize("options", ["--NCCL_DEBUG", "--NCCL_DEBUG -x A=1", "--NCCL_DEBUG="])
@@ -187,5 +187,5 @@ def test_every_setting_is_declared_once_with_its_reason_and_is_in_the_readmes_ta
     assert len(keys) == len(set(keys)) == len(KNOBS)
     assert [key for key in keys if f"`{key}`" not in table] == []
     assert [name for name, given in KNOBS if not given.why] == []
-    # Every setting but the one split from the custom MPI options is given by its knob.
-    assert {name for name, _ in KNOBS} == set(LauncherSettings.__dataclass_fields__) - {"nccl_debug"}
+    # Every setting is given by its knob (--NCCL_DEBUG is a field of the custom MPI options' value).
+    assert {name for name, _ in KNOBS} == set(LauncherSettings.__dataclass_fields__)

@@ -5,12 +5,12 @@ key upper-cased, or the knob's own names), which wins over the default."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sagemaker_mxnet_horovod.core.exits import ConfigError
+from sagemaker_mxnet_horovod.parse.mpi_options import MpiOptions, parse_mpi_options
 from sagemaker_mxnet_horovod.parse.resource_config import parse_instance_group_names
 from sagemaker_mxnet_horovod.parse.values import parse_bool, parse_float, parse_int, parse_rank_set
 
@@ -50,16 +50,6 @@ def gradient_compression(key: str, value: Any) -> str:
     return choice
 
 
-def mpi_options(key: str, value: Any) -> tuple[str, ...]:
-    """Split as a shell would, quoting kept (`-x 'MSG=a b'` stays one argument)."""
-    if not value:
-        return ()
-    try:
-        return tuple(shlex.split(str(value)))
-    except ValueError as error:
-        raise ConfigError(f"hyperparameter {key}={value!r}: {error}") from None
-
-
 @dataclass(frozen=True)
 class Knob:
     """How a setting is given: its hyperparameter, its parser (the value's type, checked: a bad value is a
@@ -97,9 +87,9 @@ class LauncherSettings:
     parameter_server_port: int = knob("_ps_port", tcp_port, 8000, "the scheduler's port, AWS's name and default", env=())
     parameter_server_verbose: int | None = knob("_ps_verbose", ps_verbosity, None, "ps-lite's PS_VERBOSE, AWS's name",
                                                 env=())
-    custom_mpi_options: tuple[str, ...] = knob(
-        "sagemaker_mpi_custom_mpi_options", mpi_options, (),
-        "extra mpirun arguments (the toolkit's --NCCL_DEBUG taken out: nccl_debug)")
+    custom_mpi_options: MpiOptions = knob(
+        "sagemaker_mpi_custom_mpi_options", parse_mpi_options, MpiOptions(),
+        "extra mpirun arguments (the toolkit's --NCCL_DEBUG: NCCL_DEBUG on every rank)")
     program: str | None = knob("sagemaker_program", text, None, "the built-in program or the user's entry point",
                                env=("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT"))
     submit_directory: str | None = knob("sagemaker_submit_directory", text, None,
@@ -134,8 +124,6 @@ class LauncherSettings:
                                      "a rank idle this long (diagnose/progress.py) ends the job; 0: off")
     console_ranks: frozenset[int] | None = knob("mpi_console_ranks", parse_rank_set, None,
                                                 "the ranks whose output reaches the console; unset: all")
-    # Not a knob: the toolkit's own option, --NCCL_DEBUG in sagemaker_mpi_custom_mpi_options (split_nccl_debug).
-    nccl_debug: str | None = None
 
 
 # (field, knob) of every setting given by a knob, in the order they are checked.
@@ -150,31 +138,6 @@ IGNORED_KEYS = frozenset({
     "sagemaker_estimator_class_name",
     "sagemaker_estimator_module",
 })
-
-
-def split_nccl_debug(options: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
-    """The toolkit's own option in sagemaker_mpi_custom_mpi_options: `--NCCL_DEBUG=X` or `--NCCL_DEBUG X` sets
-    NCCL_DEBUG on every rank (AWS's Horovod examples pass '-verbose --NCCL_DEBUG=INFO'); mpirun would reject it.
-    The last one wins, as with the toolkit's argparse. Returns (its value or None, the options for mpirun)."""
-    value, rest, i = None, [], 0
-    while i < len(options):
-        token = options[i]
-        if token == "--NCCL_DEBUG":
-            if i + 1 >= len(options) or options[i + 1].startswith("-"):
-                raise ConfigError("hyperparameter sagemaker_mpi_custom_mpi_options: --NCCL_DEBUG needs a value "
-                                  "(--NCCL_DEBUG=INFO)")
-            value = options[i + 1]
-            i += 2
-            continue
-        if token.startswith("--NCCL_DEBUG="):
-            value = token.partition("=")[2]
-            if not value:
-                raise ConfigError(f"hyperparameter sagemaker_mpi_custom_mpi_options: {token!r} needs a value "
-                                  "(--NCCL_DEBUG=INFO)")
-        else:
-            rest.append(token)
-        i += 1
-    return value, tuple(rest)
 
 
 def unknown_key_warnings(hps: Mapping[str, Any]) -> list[str]:
@@ -192,7 +155,6 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
             parsed = given.parse(given.key, raw)
             if parsed is not None:
                 values[name] = parsed
-    values["nccl_debug"], values["custom_mpi_options"] = split_nccl_debug(values.get("custom_mpi_options", ()))
     check_one_distribution(values)
     return LauncherSettings(**values), unknown_key_warnings(hps)
 

@@ -217,7 +217,7 @@ def nccl_debug(job: PlanInputs) -> list[Setting]:
     environment (the toolkit passes it as `-x NCCL_DEBUG=X`). Otherwise WARN on GPU hosts, where the toolkit
     defaults to INFO: INFO prints NCCL's setup from every rank at every start (dozens of lines per GPU) into
     the job's log; WARN still prints NCCL's warnings and errors."""
-    requested = job.config.settings.nccl_debug
+    requested = job.config.settings.custom_mpi_options.nccl_debug
     if requested is not None:
         user = job.base_env.get("NCCL_DEBUG")
         over = f", over NCCL_DEBUG={user} in the environment" if user is not None else ""

@@ -51,7 +51,7 @@ def make_plan(
     env = {**sm_env, **defaults}
     rank_argv = (python, "-m", RANK_ENTRY_MODULE, run_dir, str(config.paths.code_dir), "--", *program.argv)
     host = backend.host_plan(HostInputs(job, env, rank_argv, run_dir, python))
-    strays = find_stray_outputs(config.paths, host.custom_mpi_options, {**base_env, **env})
+    strays = find_stray_outputs(config.paths, host.rank_variables, {**base_env, **env})
 
     return Plan(
         backend=backend.name,
