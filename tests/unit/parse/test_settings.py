@@ -9,7 +9,7 @@ import pytest
 import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.settings import KNOBS, LauncherSettings, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.settings import KNOBS, TOOLKIT_OWN_KEYS, LauncherSettings, parse_launcher_settings
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
 )
@@ -54,6 +54,25 @@ def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2
     assert "'horovod_fusion_mb'" in warnings[0] and "'mpi_foo'" in warnings[1]
+
+
+def test_the_keys_the_sdk_sets_for_every_job_do_not_warn():
+    # What SDK v2 sets for an MXNet estimator (tests/sdk: its hyperparameters, printed); the toolkit's own keys it
+    # does not always set (sagemaker_s3_output, sagemaker_enable_cloudwatch_metrics) warn, as they always did.
+    sdk = {"sagemaker_container_log_level": "20", "sagemaker_job_name": "j", "sagemaker_region": "us-west-2",
+           "sagemaker_estimator_class_name": "MXNet", "sagemaker_estimator_module": "sagemaker.mxnet"}
+    assert parse_launcher_settings(sdk, {})[1] == []
+    _, warnings = parse_launcher_settings({"sagemaker_s3_output": "s3://b", "sagemaker_enable_cloudwatch_metrics": 1},
+                                          {})
+    assert ["sagemaker_enable_cloudwatch_metrics" in warnings[0], "sagemaker_s3_output" in warnings[1]] == [True, True]
+
+
+def test_the_toolkits_own_keys_are_not_framework_parameters():
+    # The sagemaker-training toolkit's SAGEMAKER_HYPERPARAMETERS (sagemaker_training/params.py), typed from it.
+    assert TOOLKIT_OWN_KEYS == {
+        "sagemaker_program", "sagemaker_submit_directory", "sagemaker_enable_cloudwatch_metrics", "sagemaker_region",
+        "sagemaker_container_log_level", "sagemaker_job_name", "default_user_module_name",
+        "_tuning_objective_metric", "sagemaker_s3_output"}
 
 
 @pytest.mark.parametrize("value", ["true", True, "1"])

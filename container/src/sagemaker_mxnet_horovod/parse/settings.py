@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from types import SimpleNamespace
 from typing import Any
 
 from sagemaker_mxnet_horovod.core.exits import ConfigError
@@ -130,14 +131,38 @@ class LauncherSettings:
 KNOBS: tuple[tuple[str, Knob], ...] = tuple((f.name, f.metadata["knob"]) for f in fields(LauncherSettings)
                                             if "knob" in f.metadata)
 KNOWN_KEYS = frozenset(given.key for _, given in KNOBS)
-# Set by the SDK for every job; meaningless to this launcher, so not worth a warning.
-IGNORED_KEYS = frozenset({
-    "sagemaker_container_log_level",
-    "sagemaker_job_name",
-    "sagemaker_region",
-    "sagemaker_estimator_class_name",
-    "sagemaker_estimator_module",
-})
+# Each setting's hyperparameter by its field's name (KEYS.mpi_enabled is "sagemaker_mpi_enabled"): messages name a
+# knob through the table, never by retyping its key.
+KEYS = SimpleNamespace(**{name: given.key for name, given in KNOBS})
+
+
+@dataclass(frozen=True)
+class SageMakerKey:
+    """A hyperparameter SageMaker's SDK or the training toolkit sets: never the program's (no argument, no SM_HPS)."""
+
+    key: str
+    toolkit_own: bool = True  # in the toolkit's SAGEMAKER_HYPERPARAMETERS: not among SM_FRAMEWORK_PARAMS
+    quiet: bool = False  # set by the SDK for every job and meaningless to the launcher: no unknown-key warning
+
+
+# SageMaker's own hyperparameters, the one list (the toolkit's environment and the program's arguments read it).
+SAGEMAKER_KEYS: tuple[SageMakerKey, ...] = (
+    SageMakerKey(KEYS.program),
+    SageMakerKey(KEYS.submit_directory),
+    SageMakerKey("sagemaker_enable_cloudwatch_metrics"),
+    SageMakerKey("sagemaker_region", quiet=True),
+    SageMakerKey("sagemaker_container_log_level", quiet=True),
+    SageMakerKey("sagemaker_job_name", quiet=True),
+    SageMakerKey("sagemaker_s3_output"),
+    SageMakerKey("sagemaker_estimator_class_name", toolkit_own=False, quiet=True),
+    SageMakerKey("sagemaker_estimator_module", toolkit_own=False, quiet=True),
+    # Without a launcher prefix: the toolkit's module name, and what hyperparameter tuning jobs add.
+    SageMakerKey("default_user_module_name"),
+    SageMakerKey("_tuning_objective_metric"),
+)
+SAGEMAKER_KEY_NAMES = frozenset(given.key for given in SAGEMAKER_KEYS)
+TOOLKIT_OWN_KEYS = frozenset(given.key for given in SAGEMAKER_KEYS if given.toolkit_own)
+IGNORED_KEYS = frozenset(given.key for given in SAGEMAKER_KEYS if given.quiet)
 
 
 def unknown_key_warnings(hps: Mapping[str, Any]) -> list[str]:

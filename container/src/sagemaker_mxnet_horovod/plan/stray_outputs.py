@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 
 from sagemaker_mxnet_horovod.core.plan import StrayOutput
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 # Variables whose value is a file Horovod writes, when set in the job's environment.
 OUTPUT_FILE_VARIABLES = ("HOROVOD_TIMELINE", "HOROVOD_AUTOTUNE_LOG")
@@ -21,7 +22,8 @@ OUTPUT_FILE_VARIABLES = ("HOROVOD_TIMELINE", "HOROVOD_AUTOTUNE_LOG")
 # directory (synced while training when sagemaker_s3_output is set) and TensorBoardOutputConfig's usual path.
 UPLOADED = ("data", "failure", "success", "intermediate", "tensorboard")
 # The launcher's own switches for these files, which write them to output/data.
-SWITCHES = {"HOROVOD_TIMELINE": "horovod_timeline: true", "HOROVOD_AUTOTUNE_LOG": "horovod_autotune: true"}
+SWITCHES = {"HOROVOD_TIMELINE": f"{KEYS.horovod_timeline}: true",
+            "HOROVOD_AUTOTUNE_LOG": f"{KEYS.horovod_autotune}: true"}
 
 
 

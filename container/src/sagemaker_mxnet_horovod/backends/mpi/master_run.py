@@ -22,6 +22,7 @@ from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.core.stop import stopped
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
 
@@ -103,4 +104,4 @@ class MasterRun(CommandRun):
         missing = self.cluster.wait_launched(self.started + timeout)
         if missing:
             self.job.abort(f"mpirun started no MPI daemon on {', '.join(missing)} within {timeout:g} s "
-                           "(mpi_peer_timeout_s): ssh or orted failed there without mpirun noticing")
+                           f"({KEYS.peer_timeout_s}): ssh or orted failed there without mpirun noticing")
