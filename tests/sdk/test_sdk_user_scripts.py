@@ -97,7 +97,7 @@ def test_v2_mxnet_estimator_hyperparameters_are_all_understood(image, tmp_path, 
     config = parse_training_config(Paths(Path("/opt/ml")), None, hps, None, {})
     assert config.warnings == ()
     assert config.settings.program == "train_hvd.py" and config.settings.mpi_enabled
-    assert config.settings.processes_per_host == 2 and config.settings.custom_mpi_options == ("-verbose",)
+    assert config.settings.processes_per_host == 2 and config.settings.custom_mpi_options.for_mpirun == ("-verbose",)
     assert dict(config.program_args) == {"epochs": "1", "lr": "0.1"}
 
 

@@ -32,3 +32,45 @@ def test_no_function_of_the_launcher_is_over_60_lines():
                 if length > MAX_FUNCTION_LINES:
                     long[f"{path.relative_to(SRC)}:{node.name}"] = length
     assert long == {}
+
+
+def docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of a module, its classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+# The settings table declares each key; a module the table imports names its own key itself; the progress watch
+# runs inside every rank and imports nothing of the launcher's (stdlib only, its docstring says).
+KEYS_RETYPED_IN = {"sagemaker_mxnet_horovod/parse/settings.py", "sagemaker_mxnet_horovod/parse/resource_config.py",
+                   "sagemaker_mxnet_horovod/diagnose/progress.py"}
+
+
+def test_the_launcher_names_a_settings_key_through_the_settings_table():
+    """A message naming a hyperparameter of the launcher's writes KEYS.<field> (parse/settings.py), not the key
+    retyped: a renamed knob then renames every message, and a typo fails at once. Docstrings and comments may name
+    keys."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(SRC))
+    from sagemaker_mxnet_horovod.parse.settings import KNOBS
+
+    keys = sorted((given.key for _, given in KNOBS), key=len, reverse=True)
+    pattern = re.compile(r"(?<![\w/{.])(" + "|".join(map(re.escape, keys)) + r")(?![\w.}])")
+    retyped = []
+    for path in sorted((SRC / "sagemaker_mxnet_horovod").rglob("*.py")):
+        name = str(path.relative_to(SRC))
+        if name in KEYS_RETYPED_IN:
+            continue
+        tree = ast.parse(path.read_text())
+        skip = docstrings(tree)
+        retyped += [f"{name}:{node.lineno}: {found.group(1)}" for node in ast.walk(tree)
+                    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip
+                    and (found := pattern.search(node.value))]
+    assert retyped == []

@@ -24,14 +24,14 @@ def single(tmp_path, code: str):
 
 
 def test_a_program_that_succeeds_is_an_outcome_without_failure(tmp_path):
-    outcome = CommandRun(single(tmp_path, "print('epoch 1')"), {}, tmp_path / "failure", under_mpirun=False).run()
+    outcome = CommandRun(single(tmp_path, "print('epoch 1')"), {}, tmp_path / "failure").run()
     assert outcome.failure is None and outcome.exit_code == 0 and outcome.other_hosts_texts == ()
     assert (tmp_path / "data" / "logs" / "algo-1-rank-0.log").read_text() == "epoch 1\n"  # the program's own log
 
 
 def test_a_failing_program_is_diagnosed_from_its_stderr(tmp_path):
     code = "import sys; print('Traceback (most recent call last):', file=sys.stderr); raise SystemExit('bad label 7')"
-    outcome = CommandRun(single(tmp_path, code), {}, tmp_path / "failure", under_mpirun=False).run()
+    outcome = CommandRun(single(tmp_path, code), {}, tmp_path / "failure").run()
     assert outcome.exit_code == 1
     assert outcome.failure.render().splitlines()[:2] == ["mnist on algo-1 exited with code 1: bad label 7",
                                                          "--- last lines of mnist stderr ---"]
@@ -56,8 +56,8 @@ def test_sigusr1_writes_every_ranks_stacks_and_the_job_goes_on(tmp_path):
         sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path / "run"), str(tmp_path), "--",
         sys.executable, str(tmp_path / "train.py"), str(tmp_path / "release")))
     problems = ask_for_stacks_then_release(tmp_path)
-    outcome = CommandRun(job, {"PYTHONPATH": str(unit_paths.SRC), "PATH": os.environ["PATH"]}, tmp_path / "failure",
-                         under_mpirun=False).run()
+    outcome = CommandRun(job, {"PYTHONPATH": str(unit_paths.SRC), "PATH": os.environ["PATH"]},
+                         tmp_path / "failure").run()
     assert problems == [] and outcome.exit_code == 0
     (dump,) = (tmp_path / "data" / "stacks").iterdir()
     assert "in wait_for_release" in (dump / "algo-1-rank-0.txt").read_text()
@@ -70,6 +70,6 @@ def test_a_stopped_job_exits_143_whatever_the_program_exits_with(tmp_path):
     # 0 and succeeded before).
     code = ("import os, signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); "
             "os.kill(os.getppid(), signal.SIGTERM); time.sleep(60)")
-    outcome = CommandRun(single(tmp_path, code), {}, tmp_path / "failure", under_mpirun=False).run()
+    outcome = CommandRun(single(tmp_path, code), {}, tmp_path / "failure").run()
     assert (outcome.exit_code, outcome.failure.signal_number) == (143, signal.SIGTERM)
     assert outcome.failure.cause == "stopped by SIGTERM (SageMaker stop or spot interruption); the job exited with code 0"

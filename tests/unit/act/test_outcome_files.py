@@ -75,8 +75,8 @@ def test_copy_stray_outputs(tmp_path):
     (tmp_path / "output" / "timeline.json").write_text("[]")
     (tmp_path / "output" / "kept.csv").write_text("new")
     (tmp_path / "output" / "data" / "kept.csv").write_text("the job's own")
-    strays = find_stray_outputs(paths, ("-x", f"A={tmp_path}/output/timeline.json", "-x",
-                                        f"B={tmp_path}/output/kept.csv", "-x", f"C={tmp_path}/output/absent"), {})
+    strays = find_stray_outputs(paths, {"A": f"{tmp_path}/output/timeline.json", "B": f"{tmp_path}/output/kept.csv",
+                                        "C": f"{tmp_path}/output/absent"}, {})
     logged = []
     copy_stray_outputs(tuple(strays), logged.append)
     assert (tmp_path / "output" / "data" / "timeline.json").read_text() == "[]"

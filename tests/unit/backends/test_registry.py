@@ -1,6 +1,9 @@
-"""registry.py: the one place a backend is chosen, from the layout's facts, and a plan's name of it taken back to its
-unit; each backend's plan as the planner gets it: the single process runs the program itself, through rank_env as
-every rank, with every job's environment rules and none of MPI's."""
+"""registry.py: the one place a backend is chosen, a lookup by the layout's distribution (each one the layout decides
+has its backend), and a plan's name of it taken back to its unit; each backend's plan as the planner gets it: the
+single process runs the program itself, through rank_env as every rank, with every job's environment rules and none
+of MPI's."""
+
+from typing import get_args
 
 import pytest
 from plan_cases import config, plan
@@ -8,7 +11,7 @@ from rule_cases import CPU2
 from sagemaker_mxnet_horovod.backends import mpi, parameter_server, registry, single
 from sagemaker_mxnet_horovod.plan.backend import HostInputs
 from sagemaker_mxnet_horovod.plan.job_plan import RANK_ENTRY_MODULE
-from sagemaker_mxnet_horovod.plan.layout import plan_layout
+from sagemaker_mxnet_horovod.plan.layout import Distribution, plan_layout
 
 
 @pytest.mark.parametrize("hosts,hps,chosen", [
@@ -24,6 +27,10 @@ def test_the_layout_chooses_the_backend_and_the_plan_names_it(hosts, hps, chosen
     cfg = config(hps, hosts=hosts)
     assert registry.choose(plan_layout(cfg, CPU2)) is chosen
     assert registry.BACKENDS[plan(cfg).backend] is chosen
+
+
+def test_every_distribution_the_layout_decides_has_its_backend():
+    assert set(get_args(Distribution)) == set(registry.BACKENDS)
 
 
 def test_every_backend_is_registered_under_its_own_name():

@@ -26,9 +26,9 @@ def test_mpi_job_becomes_launcher_settings():
     assert settings.program == "train_hvd.py" and settings.submit_directory == "/opt/ml/input/data/code"
     assert settings.mpi_enabled is True and settings.processes_per_host == 2
     # The toolkit's own option (--NCCL_DEBUG=X) is the launcher's; the rest goes to mpirun as given.
-    assert shlex.join(settings.custom_mpi_options) == shlex.join(
+    assert shlex.join(settings.custom_mpi_options.for_mpirun) == shlex.join(
         o for o in MPI["mpi_additional_options"] if not o.startswith("--NCCL_DEBUG"))
-    assert settings.nccl_debug == "INFO"
+    assert settings.custom_mpi_options.nccl_debug == "INFO"
     assert dict(config.program_args) == {"epochs": "1"}
     # What SDK v3's own environment.py gives the program besides the toolkit's variables.
     assert env["SM_SOURCE_DIR"] == "/opt/ml/input/data/code" and env["SM_ENTRY_SCRIPT"] == "train_hvd.py"

@@ -7,10 +7,12 @@ import dataclasses
 import signal
 
 from plan_cases import config, plan
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from sagemaker_mxnet_horovod.diagnose.progress import MARKER
 from sagemaker_mxnet_horovod.diagnose.verdict import FINDINGS, Evidence, job_failure
@@ -27,8 +29,9 @@ def verdict(plan_, result, stall_lines=(), crash_lines=(), hosts=None):
         stall_log.observe(rank, line)
     for rank, line in crash_lines:
         crash_log.observe(rank, line)
+    # As each backend runs it: the MPI backend's run reads mpirun's output, the single process's its own.
     return job_failure(Evidence(plan_, result, stall_log, crash_log, hosts or {},
-                                under_mpirun=plan_.backend == "mpi"))
+                                output=MPIRUN if plan_.backend == "mpi" else PROGRAM))
 
 
 def test_a_job_that_exited_0_has_no_failure():

@@ -9,7 +9,7 @@ import pytest
 import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.settings import KNOBS, LauncherSettings, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.settings import KNOBS, TOOLKIT_OWN_KEYS, LauncherSettings, parse_launcher_settings
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
 )
@@ -33,7 +33,7 @@ def test_launcher_knobs_are_consumed_and_typed():
     assert settings.program == "mnist"
     assert settings.mpi_enabled is False  # the toolkit treats "False" as true
     assert settings.processes_per_host == 2
-    assert settings.custom_mpi_options == ("-x", "FOO=a b", "--mca", "btl_tcp_if_exclude", "lo")
+    assert settings.custom_mpi_options.for_mpirun == ("-x", "FOO=a b", "--mca", "btl_tcp_if_exclude", "lo")
     assert settings.peer_timeout_s == 30
     assert settings.horovod_autotune and not settings.horovod_timeline
     assert settings.horovod_fusion_threshold_mb == 64
@@ -54,6 +54,25 @@ def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2
     assert "'horovod_fusion_mb'" in warnings[0] and "'mpi_foo'" in warnings[1]
+
+
+def test_the_keys_the_sdk_sets_for_every_job_do_not_warn():
+    # What SDK v2 sets for an MXNet estimator (tests/sdk: its hyperparameters, printed); the toolkit's own keys it
+    # does not always set (sagemaker_s3_output, sagemaker_enable_cloudwatch_metrics) warn, as they always did.
+    sdk = {"sagemaker_container_log_level": "20", "sagemaker_job_name": "j", "sagemaker_region": "us-west-2",
+           "sagemaker_estimator_class_name": "MXNet", "sagemaker_estimator_module": "sagemaker.mxnet"}
+    assert parse_launcher_settings(sdk, {})[1] == []
+    _, warnings = parse_launcher_settings({"sagemaker_s3_output": "s3://b", "sagemaker_enable_cloudwatch_metrics": 1},
+                                          {})
+    assert ["sagemaker_enable_cloudwatch_metrics" in warnings[0], "sagemaker_s3_output" in warnings[1]] == [True, True]
+
+
+def test_the_toolkits_own_keys_are_not_framework_parameters():
+    # The sagemaker-training toolkit's SAGEMAKER_HYPERPARAMETERS (sagemaker_training/params.py), typed from it.
+    assert TOOLKIT_OWN_KEYS == {
+        "sagemaker_program", "sagemaker_submit_directory", "sagemaker_enable_cloudwatch_metrics", "sagemaker_region",
+        "sagemaker_container_log_level", "sagemaker_job_name", "default_user_module_name",
+        "_tuning_objective_metric", "sagemaker_s3_output"}
 
 
 @pytest.mark.parametrize("value", ["true", True, "1"])
@@ -162,8 +181,8 @@ def test_bad_values_name_key_and_value(hps, message):
 def test_custom_mpi_options_nccl_debug_as_the_toolkit(options, nccl_debug, for_mpirun):
     settings, _ = parse_launcher_settings(parse_hyperparameters(
         {"sagemaker_mpi_custom_mpi_options": json.dumps(options)}, {}), {})
-    assert settings.nccl_debug == nccl_debug
-    assert settings.custom_mpi_options == for_mpirun
+    assert settings.custom_mpi_options.nccl_debug == nccl_debug
+    assert settings.custom_mpi_options.for_mpirun == for_mpirun
 
 
 @pytest.mark.parametrize("options", ["--NCCL_DEBUG", "--NCCL_DEBUG -x A=1", "--NCCL_DEBUG="])
@@ -187,5 +206,5 @@ def test_every_setting_is_declared_once_with_its_reason_and_is_in_the_readmes_ta
     assert len(keys) == len(set(keys)) == len(KNOBS)
     assert [key for key in keys if f"`{key}`" not in table] == []
     assert [name for name, given in KNOBS if not given.why] == []
-    # Every setting but the one split from the custom MPI options is given by its knob.
-    assert {name for name, _ in KNOBS} == set(LauncherSettings.__dataclass_fields__) - {"nccl_debug"}
+    # Every setting is given by its knob (--NCCL_DEBUG is a field of the custom MPI options' value).
+    assert {name for name, _ in KNOBS} == set(LauncherSettings.__dataclass_fields__)

@@ -47,7 +47,7 @@ def test_notes_and_settings_keep_rule_order():
 
 def test_a_new_default_rule_is_a_function_and_a_place_in_the_rules():
     def horovod_cycle_time_on_cpu(job):
-        if job.facts.gpu_count or not job.layout.use_mpi:
+        if job.facts.gpu_count or job.layout.distribution != "mpi":
             return []
         return [Setting("HOROVOD_CYCLE_TIME", "5", "measured")]
 

@@ -129,7 +129,7 @@ def test_more_processes_than_cores_share_them_with_a_note():
 
 # --- MPI or not ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("mpi_enabled,per_host,host_count,use_mpi,noted", [
+@pytest.mark.parametrize("mpi_enabled,per_host,host_count,over_mpi,noted", [
     (None, 1, 1, False, False),  # one process: no MPI
     (None, 2, 1, True, False),
     (None, 1, 2, True, False),
@@ -137,9 +137,9 @@ def test_more_processes_than_cores_share_them_with_a_note():
     (False, 1, 1, False, False),
     (False, 1, 2, False, True),  # each host alone, and the log says so
 ])
-def test_mpi_or_not(mpi_enabled, per_host, host_count, use_mpi, noted):
+def test_mpi_or_not(mpi_enabled, per_host, host_count, over_mpi, noted):
     decided, notes = mpi_or_not(mpi_enabled, per_host, host_count)
-    assert decided == use_mpi
+    assert decided == over_mpi
     assert notes == ([f"MPI disabled: each of the {host_count} hosts runs the program on its own"] if noted else [])
 
 
@@ -167,13 +167,13 @@ def test_layout_of_a_single_process():
     layout = plan_layout(config(), CPU2)
     assert (layout.role, layout.hosts, layout.master_host, layout.processes_per_host) == ("single", ("algo-1",),
                                                                                         "algo-1", 1)
-    assert (layout.use_mpi, layout.total_processes, layout.rank_hosts, layout.notes) == (False, 1, ("algo-1",), ())
+    assert (layout.distribution, layout.total_processes, layout.rank_hosts, layout.notes) == ("single", 1, ("algo-1",), ())
 
 
 def test_layout_of_master_and_worker():
     hosts = ("algo-1", "algo-2")
     master = plan_layout(config(hosts, sagemaker_mpi_num_of_processes_per_host="2"), CPU2)
-    assert master.role == "master" and master.use_mpi and master.total_processes == 4
+    assert master.role == "master" and master.distribution == "mpi" and master.total_processes == 4
     assert master.rank_hosts == ("algo-1", "algo-1", "algo-2", "algo-2") and master.interface == "eth0"
     worker = plan_layout(config(hosts, current="algo-2"), GPU8)
     assert worker.role == "worker" and worker.master_host == "algo-1" and worker.hosts == hosts
@@ -215,8 +215,8 @@ def test_no_interface_for_a_multi_host_mpi_job_is_an_error():
     # One host, or no MPI: no interface needed.
     assert plan_layout(config(interface=None, sagemaker_mpi_num_of_processes_per_host="2"),
                        HostFacts(cpu_count=2)).interface is None
-    assert not plan_layout(config(("algo-1", "algo-2"), interface=None, sagemaker_mpi_enabled="false"),
-                           HostFacts(cpu_count=2)).use_mpi
+    assert plan_layout(config(("algo-1", "algo-2"), interface=None, sagemaker_mpi_enabled="false"),
+                       HostFacts(cpu_count=2)).distribution == "single"
 
 
 # --- the parameter server ----------------------------------------------------------------------------------
@@ -225,25 +225,24 @@ def test_layout_of_a_parameter_server_job():
     hosts = ("algo-1", "algo-2")
     master = plan_layout(config(hosts, sagemaker_parameter_server_enabled="true"), GPU8)
     # One worker per host, over all of its GPUs, as AWS's toolkit ran it; the first host coordinates.
-    assert (master.parameter_server, master.role, master.use_mpi, master.processes_per_host) == (
-        True, "master", False, 1)
+    assert (master.distribution, master.role, master.processes_per_host) == ("parameter_server", "master", 1)
     worker = plan_layout(config(hosts, current="algo-2", sagemaker_parameter_server_enabled="true",
                                 sagemaker_mpi_num_of_processes_per_host="2"), CPU2)
-    assert (worker.parameter_server, worker.role, worker.hosts, worker.master_host) == (True, "worker", hosts,
-                                                                                        "algo-1")
+    assert (worker.distribution, worker.role, worker.hosts, worker.master_host) == ("parameter_server", "worker",
+                                                                                    hosts, "algo-1")
     assert worker.processes_per_host == 2 and worker.notes == ()  # no "MPI disabled" note: it is not MPI
     one_host = plan_layout(config(sagemaker_parameter_server_enabled="true"), CPU2)
-    assert (one_host.parameter_server, one_host.role) == (True, "master")  # AWS ran it on one host too
+    assert (one_host.distribution, one_host.role) == ("parameter_server", "master")  # AWS ran it on one host too
 
 
 def test_a_builtin_programs_kvstore_argument_decides_the_parameter_server():
     hosts = ("algo-1", "algo-2")
     rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync", "dist_async")}))
     layout = plan_layout(ruled(config(hosts, kvstore="dist_sync"), rules), CPU2)
-    assert layout.parameter_server
+    assert layout.distribution == "parameter_server"
     assert layout.notes == (
         "kvstore=dist_sync: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true",)
-    assert plan_layout(ruled(config(hosts, kvstore="horovod"), rules), CPU2).use_mpi
+    assert plan_layout(ruled(config(hosts, kvstore="horovod"), rules), CPU2).distribution == "mpi"
     assert plan_layout(ruled(config(hosts, kvstore="dist_async", sagemaker_parameter_server_enabled="true"), rules),
                        CPU2).notes == ()
     with pytest.raises(PlanError, match=r"^sagemaker_parameter_server_enabled=true, but kvstore=horovod: the parameter "
@@ -279,4 +278,4 @@ def test_a_parameter_server_knob_without_the_parameter_server_is_refused():
     rules = LaunchRules(parameter_server_when=MappingProxyType({"kvstore": ("dist_sync",)}))
     layout = plan_layout(ruled(config(("algo-1", "algo-2"), kvstore="dist_sync",
                                       sagemaker_parameter_server_num_servers="4"), rules), CPU2)
-    assert layout.parameter_server
+    assert layout.distribution == "parameter_server"

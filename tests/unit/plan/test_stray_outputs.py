@@ -48,12 +48,13 @@ def test_stray_outputs_from_mpi_options_and_environment():
 
 
 def test_stray_output_from_the_job_environment_alone():
-    strays = find_stray_outputs(PATHS, (), {"HOROVOD_TIMELINE": "/opt/ml/output/t.json"})
+    strays = find_stray_outputs(PATHS, {}, {"HOROVOD_TIMELINE": "/opt/ml/output/t.json"})
     assert [(s.variable, s.copy_to) for s in strays] == [("HOROVOD_TIMELINE", "/opt/ml/output/data/t.json")]
-    assert find_stray_outputs(PATHS, (), {"HOROVOD_TIMELINE": "/opt/ml/output/data/t.json"}) == []
+    assert find_stray_outputs(PATHS, {}, {"HOROVOD_TIMELINE": "/opt/ml/output/data/t.json"}) == []
 
 
-def test_mpi_option_wins_over_environment_for_the_same_name():
-    strays = find_stray_outputs(PATHS, ("-x", "HOROVOD_TIMELINE=/opt/ml/output/data/t.json"),
+def test_a_variable_the_backend_gives_the_ranks_wins_over_environment_for_the_same_name():
+    # MPI's -x HOROVOD_TIMELINE=... in the user's options (parse/mpi_options.py, backends/mpi/mpirun.host_plan)
+    strays = find_stray_outputs(PATHS, {"HOROVOD_TIMELINE": "/opt/ml/output/data/t.json"},
                                 {"HOROVOD_TIMELINE": "/opt/ml/output/t.json"})
     assert strays == []

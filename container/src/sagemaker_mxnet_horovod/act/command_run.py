@@ -25,6 +25,7 @@ from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog
 from sagemaker_mxnet_horovod.diagnose.host_report import REPORT_TIMEOUT_S, HostReport, every_host_report, peak_line
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM, JobOutput
 from sagemaker_mxnet_horovod.diagnose.memory import read_memory
 from sagemaker_mxnet_horovod.diagnose.verdict import Evidence, job_failure
 
@@ -34,21 +35,21 @@ CRASH_EXIT_GRACE_S = 30.0
 
 
 class CommandRun:
-    """under_mpirun: the command is mpirun, whose output is tagged by rank and which reports the first failed rank;
-    else it is the program itself, rank 0 on this host."""
+    """output: how the command's output is read (diagnose/job_output.py): the program's own, rank 0 on this host, or
+    the backend's reader (the MPI backend's: mpirun's output, tagged by rank, reporting the first failed rank)."""
 
-    def __init__(self, plan: Plan, env: Mapping[str, str], failure_file: Path, under_mpirun: bool):
-        self.plan, self.failure_file, self.under_mpirun = plan, failure_file, under_mpirun
+    def __init__(self, plan: Plan, env: Mapping[str, str], failure_file: Path, output: JobOutput = PROGRAM):
+        self.plan, self.failure_file, self.output = plan, failure_file, output
         self.memory_at_start = read_memory()  # the OOM killer's count before the job: its kills are the job's
         self.host_reports: dict[str, HostReport] = {}
         self.stacks = stacks.JobDumps(plan.run_dir, plan.output_data_dir, plan.current_host, plan.workers,
                                       self.ask_workers, REPORT_TIMEOUT_S)
         self.stall_log = StallLog(on_first_report=lambda: self.stacks.dump_later("Horovod's first stall warning"))
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
-        output = Path(plan.output_data_dir) if plan.output_data_dir else None
-        self.job = JobProcess(plan.command, env, tagged=under_mpirun,
+        data_dir = Path(plan.output_data_dir) if plan.output_data_dir else None
+        self.job = JobProcess(plan.command, env, tagged=output.tagged_by_rank,
                               stderr_observers=(self.stall_log.observe, self.crash_log.observe),
-                              rank_logs=RankLogs(output / "logs", plan.rank_hosts) if output else None,
+                              rank_logs=RankLogs(data_dir / "logs", plan.rank_hosts) if data_dir else None,
                               console_ranks=plan.console_ranks,
                               before_abort=lambda reason: self.stacks.dump(f"a hang watch ends the job: {reason}"))
 
@@ -80,7 +81,7 @@ class CommandRun:
 
     def diagnose(self, result: JobResult) -> Failure | None:
         return job_failure(Evidence(self.plan, result, self.stall_log, self.crash_log, self.host_reports,
-                                    under_mpirun=self.under_mpirun))
+                                    output=self.output))
 
     def on_crash_report(self, rank: int) -> None:
         """A rank's crash report: the job must end within the crash grace (a crash handler can hang while exiting)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.core.plan import Plan, Program
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 
 def is_python_package(code_dir: Path) -> bool:
@@ -60,7 +61,7 @@ def install_user_code(plan: Plan, log: Callable[[str], None]) -> None:
             modules.install_requirements(str(code_dir), capture_error=True)
     script = code_dir / program.name
     if not package and not script.exists():
-        raise ConfigError(f"sagemaker_program {program.name!r} is not in sagemaker_submit_directory "
+        raise ConfigError(f"{KEYS.program} {program.name!r} is not in {KEYS.submit_directory} "
                           f"{program.submit_directory} (contents: {sorted(p.name for p in code_dir.iterdir())})")
     if program.kind == "command" and not os.access(script, os.X_OK):  # run through its #! line, as the toolkit
         script.chmod(script.stat().st_mode | 0o111)

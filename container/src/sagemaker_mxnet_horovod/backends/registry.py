@@ -1,6 +1,7 @@
-"""The one place a backend is chosen: from the layout's facts (the job runs over MPI, over MXNet's parameter servers,
-or neither: plan/layout.py decides them, with their reasons) to the unit that plans this host's part and runs it;
-and from a plan's backend name back to that unit. A new backend is a folder beside these and a line here."""
+"""The one place a backend is chosen: the layout's distribution (the job runs over MPI, over MXNet's parameter
+servers, or neither: plan/layout.py decides it, with its reasons) names the unit that plans this host's part and
+runs it, and a plan's backend name takes it back to that unit. A new backend is a folder beside these and a line
+in BACKENDS."""
 
 from __future__ import annotations
 
@@ -16,17 +17,16 @@ from sagemaker_mxnet_horovod.plan.backend import Backend
 from sagemaker_mxnet_horovod.plan.job_plan import make_plan
 from sagemaker_mxnet_horovod.plan.layout import Layout, plan_layout
 
-BACKENDS: Mapping[str, Backend] = {unit.name: unit for unit in (mpi.BACKEND, parameter_server.BACKEND,
-                                                                  single.BACKEND)}
+BACKENDS: Mapping[str, Backend] = {unit.name: unit for unit in (
+    mpi.BACKEND,
+    parameter_server.BACKEND,
+    single.BACKEND,
+)}
 
 
 def choose(layout: Layout) -> Backend:
-    """The backend the layout asks for."""
-    if layout.parameter_server:
-        return parameter_server.BACKEND
-    if layout.use_mpi:
-        return mpi.BACKEND
-    return single.BACKEND
+    """The backend the layout's distribution names."""
+    return BACKENDS[layout.distribution]
 
 
 def plan_job(config: TrainingConfig, facts: HostFacts, base_env: Mapping[str, str], **options) -> Plan:

@@ -25,7 +25,9 @@ from sagemaker_mxnet_debugger.config import (
     profiler_requests,
 )
 
-MXNET_INSTEAD = ("for Horovod's own trace of every collective set horovod_timeline: true "
+from sagemaker_mxnet_horovod.parse.settings import KEYS
+
+MXNET_INSTEAD = (f"for Horovod's own trace of every collective set {KEYS.horovod_timeline}: true "
                  "(output/data/horovod_timeline.json); MXNet's profiler (mx.profiler) writes where your script says")
 
 

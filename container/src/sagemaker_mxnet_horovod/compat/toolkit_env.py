@@ -24,14 +24,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from sagemaker_mxnet_horovod.parse.resource_config import HOMOGENEOUS_GROUP
+from sagemaker_mxnet_horovod.parse.settings import KEYS, TOOLKIT_OWN_KEYS
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 
-# The toolkit's SAGEMAKER_HYPERPARAMETERS: sagemaker_* keys that are neither the program's nor framework params.
-TOOLKIT_OWN_KEYS = frozenset({
-    "sagemaker_program", "sagemaker_submit_directory", "sagemaker_enable_cloudwatch_metrics", "sagemaker_region",
-    "sagemaker_container_log_level", "sagemaker_job_name", "default_user_module_name", "_tuning_objective_metric",
-    "sagemaker_s3_output",
-})
 # The toolkit's other framework params that put the current instance group among the distributed ones when no
 # sagemaker_distribution_instance_groups is given: other frameworks' distributions, which this image does not run.
 OTHER_DISTRIBUTION_KEYS = (
@@ -106,7 +101,7 @@ def training_environment(config: TrainingConfig, num_cpus: int, num_gpus: int, i
         "log_level": hps.get("sagemaker_container_log_level", LOG_LEVEL_INFO),
         "master_hostname": master,
         "model_dir": str(paths.model_dir),
-        "module_dir": str(hps.get("sagemaker_submit_directory", paths.code_dir)),
+        "module_dir": str(hps.get(KEYS.submit_directory, paths.code_dir)),
         "module_name": program_name[:-3] if program_name.endswith(".py") else program_name,
         "network_interface_name": interface,
         "num_cpus": num_cpus,

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 
 from sagemaker_mxnet_horovod.core.failure import rank_host, untag
 from sagemaker_mxnet_horovod.diagnose.progress import MARKER
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 _MISSING_HEADER = "Missing ranks:"
 _MISSING_RANK = re.compile(r"^(\d+)(!?): \[(.*)\]$")
@@ -82,7 +83,7 @@ def stall_cause(log: StallLog, rank_hosts: Sequence[str], pipe: Sequence[str]) -
     tensors = sorted({tensor for rank in stalled for tensor in log.latest[rank][1]})
     shown = ", ".join(tensors[:4]) + (f" and {len(tensors) - 4} more" if len(tensors) > 4 else "")
     cause = (f"Horovod stall: {_ranks_on_hosts(stalled, rank_hosts)} never submitted {shown}, which the other "
-             f"ranks waited on for more than {log.shutdown_after_s} s (horovod_stall_timeout_s); Horovod shut "
+             f"ranks waited on for more than {log.shutdown_after_s} s ({KEYS.stall_timeout_s}); Horovod shut "
              "down and the job was ended")
     if pipe:
         channels = f"Channel {pipe[0]} is" if len(pipe) == 1 else f"Channels {', '.join(pipe)} are"

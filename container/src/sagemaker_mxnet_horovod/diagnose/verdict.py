@@ -8,7 +8,6 @@ of, say) is one function here, `(Evidence) -> str | None`, and one line in FINDI
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -20,21 +19,21 @@ from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.hangs import StallLog, hang_cause
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport, oom_cause
-from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, process_failure, rank_failure
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM, JobOutput
 
 
 @dataclass(frozen=True)
 class Evidence:
     """What the diagnosis reads: the plan, how the job ended, what the stderr watches saw as it ran, and what
-    each host reported about itself (its memory, its /dev/shm: host_report.py). under_mpirun: the job's process was
-    mpirun, whose output is tagged by rank and which reports the first failed rank; else it was the program."""
+    each host reported about itself (its memory, its /dev/shm: host_report.py). output: how the job's process's
+    output names what failed (job_output.py: the program's own, or the backend's reader, such as mpirun's)."""
 
     plan: Plan
     result: JobResult
     stall_log: StallLog
     crash_log: CrashLog
     hosts: Mapping[str, HostReport] = field(default_factory=dict)
-    under_mpirun: bool = True
+    output: JobOutput = PROGRAM
 
 
 def launcher_abort(evidence: Evidence) -> str | None:
@@ -51,13 +50,7 @@ def hang_watch(evidence: Evidence) -> str | None:
 
 def sigkilled(evidence: Evidence) -> tuple[str, str] | None:
     """(host, 'rank 1' or the program's name) of the process killed by SIGKILL that ended the job, if one did."""
-    plan, result = evidence.plan, evidence.result
-    if not evidence.under_mpirun:
-        return (plan.current_host, plan.program.name) if result.returncode == -signal.SIGKILL else None
-    report = parse_mpirun_report(result.untagged_tail)
-    if report and report.rank is not None and report.signal_number == signal.SIGKILL:
-        return rank_host(plan.rank_hosts, report.rank, plan.current_host), f"rank {report.rank}"
-    return None
+    return evidence.output.killed_by_sigkill(evidence.plan, evidence.result)
 
 
 def out_of_memory(evidence: Evidence) -> str | None:
@@ -79,14 +72,13 @@ def shm_too_small(evidence: Evidence) -> str | None:
     if symptom is None or plan.shm is None:
         return None
     rank = symptom.rank
-    if rank is None and evidence.under_mpirun:  # in mpirun's report ("exited on signal 7"), which names the rank
-        report = parse_mpirun_report(result.untagged_tail)
-        rank = report.rank if report else None
+    if rank is None:  # in the job's process's own report (mpirun's "exited on signal 7"), when it names the rank
+        rank = evidence.output.reported_rank(result)
     if rank is None:
         host, where = plan.current_host, "a rank"
     else:
         host = rank_host(plan.rank_hosts, rank, plan.current_host)
-        where = f"rank {rank} on {host}" if evidence.under_mpirun else f"{plan.program.name} on {host}"
+        where = evidence.output.where(plan, rank, host)
     report = evidence.hosts.get(host)
     space = (report.shm_bytes, report.at_start.shm_free_bytes) if report else (plan.shm.size_bytes, plan.shm.free_bytes)
     return shm.cause(symptom, where, plan.shm, *space)
@@ -96,13 +88,9 @@ FINDINGS: tuple[Callable[[Evidence], str | None], ...] = (out_of_memory, shm_too
 
 
 def how_it_ended(evidence: Evidence) -> Failure:
-    """The failure as the job's process reports it: a failed rank (under mpirun), or the failed program."""
-    plan, result = evidence.plan, evidence.result
-    if evidence.under_mpirun:
-        return rank_failure(result.returncode, parse_mpirun_report(result.untagged_tail), plan.rank_hosts,
-                            result.rank_stderr, result.untagged_tail, evidence.crash_log.crashes())
-    return process_failure(plan.program.name, plan.current_host, result.returncode, result.rank_stderr.get(0, ()),
-                           evidence.crash_log.crash(0))
+    """The failure as the job's process reports it, read by its reader: a failed rank (mpirun's), or the failed
+    program."""
+    return evidence.output.failure(evidence.plan, evidence.result, evidence.crash_log)
 
 
 def stopped_job(evidence: Evidence) -> Failure:

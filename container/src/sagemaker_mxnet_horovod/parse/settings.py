@@ -5,12 +5,13 @@ key upper-cased, or the knob's own names), which wins over the default."""
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from types import SimpleNamespace
 from typing import Any
 
 from sagemaker_mxnet_horovod.core.exits import ConfigError
+from sagemaker_mxnet_horovod.parse.mpi_options import MpiOptions, parse_mpi_options
 from sagemaker_mxnet_horovod.parse.resource_config import parse_instance_group_names
 from sagemaker_mxnet_horovod.parse.values import parse_bool, parse_float, parse_int, parse_rank_set
 
@@ -50,16 +51,6 @@ def gradient_compression(key: str, value: Any) -> str:
     return choice
 
 
-def mpi_options(key: str, value: Any) -> tuple[str, ...]:
-    """Split as a shell would, quoting kept (`-x 'MSG=a b'` stays one argument)."""
-    if not value:
-        return ()
-    try:
-        return tuple(shlex.split(str(value)))
-    except ValueError as error:
-        raise ConfigError(f"hyperparameter {key}={value!r}: {error}") from None
-
-
 @dataclass(frozen=True)
 class Knob:
     """How a setting is given: its hyperparameter, its parser (the value's type, checked: a bad value is a
@@ -97,9 +88,9 @@ class LauncherSettings:
     parameter_server_port: int = knob("_ps_port", tcp_port, 8000, "the scheduler's port, AWS's name and default", env=())
     parameter_server_verbose: int | None = knob("_ps_verbose", ps_verbosity, None, "ps-lite's PS_VERBOSE, AWS's name",
                                                 env=())
-    custom_mpi_options: tuple[str, ...] = knob(
-        "sagemaker_mpi_custom_mpi_options", mpi_options, (),
-        "extra mpirun arguments (the toolkit's --NCCL_DEBUG taken out: nccl_debug)")
+    custom_mpi_options: MpiOptions = knob(
+        "sagemaker_mpi_custom_mpi_options", parse_mpi_options, MpiOptions(),
+        "extra mpirun arguments (the toolkit's --NCCL_DEBUG: NCCL_DEBUG on every rank)")
     program: str | None = knob("sagemaker_program", text, None, "the built-in program or the user's entry point",
                                env=("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT"))
     submit_directory: str | None = knob("sagemaker_submit_directory", text, None,
@@ -134,47 +125,44 @@ class LauncherSettings:
                                      "a rank idle this long (diagnose/progress.py) ends the job; 0: off")
     console_ranks: frozenset[int] | None = knob("mpi_console_ranks", parse_rank_set, None,
                                                 "the ranks whose output reaches the console; unset: all")
-    # Not a knob: the toolkit's own option, --NCCL_DEBUG in sagemaker_mpi_custom_mpi_options (split_nccl_debug).
-    nccl_debug: str | None = None
 
 
 # (field, knob) of every setting given by a knob, in the order they are checked.
 KNOBS: tuple[tuple[str, Knob], ...] = tuple((f.name, f.metadata["knob"]) for f in fields(LauncherSettings)
                                             if "knob" in f.metadata)
 KNOWN_KEYS = frozenset(given.key for _, given in KNOBS)
-# Set by the SDK for every job; meaningless to this launcher, so not worth a warning.
-IGNORED_KEYS = frozenset({
-    "sagemaker_container_log_level",
-    "sagemaker_job_name",
-    "sagemaker_region",
-    "sagemaker_estimator_class_name",
-    "sagemaker_estimator_module",
-})
+# Each setting's hyperparameter by its field's name (KEYS.mpi_enabled is "sagemaker_mpi_enabled"): messages name a
+# knob through the table, never by retyping its key.
+KEYS = SimpleNamespace(**{name: given.key for name, given in KNOBS})
 
 
-def split_nccl_debug(options: tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
-    """The toolkit's own option in sagemaker_mpi_custom_mpi_options: `--NCCL_DEBUG=X` or `--NCCL_DEBUG X` sets
-    NCCL_DEBUG on every rank (AWS's Horovod examples pass '-verbose --NCCL_DEBUG=INFO'); mpirun would reject it.
-    The last one wins, as with the toolkit's argparse. Returns (its value or None, the options for mpirun)."""
-    value, rest, i = None, [], 0
-    while i < len(options):
-        token = options[i]
-        if token == "--NCCL_DEBUG":
-            if i + 1 >= len(options) or options[i + 1].startswith("-"):
-                raise ConfigError("hyperparameter sagemaker_mpi_custom_mpi_options: --NCCL_DEBUG needs a value "
-                                  "(--NCCL_DEBUG=INFO)")
-            value = options[i + 1]
-            i += 2
-            continue
-        if token.startswith("--NCCL_DEBUG="):
-            value = token.partition("=")[2]
-            if not value:
-                raise ConfigError(f"hyperparameter sagemaker_mpi_custom_mpi_options: {token!r} needs a value "
-                                  "(--NCCL_DEBUG=INFO)")
-        else:
-            rest.append(token)
-        i += 1
-    return value, tuple(rest)
+@dataclass(frozen=True)
+class SageMakerKey:
+    """A hyperparameter SageMaker's SDK or the training toolkit sets: never the program's (no argument, no SM_HPS)."""
+
+    key: str
+    toolkit_own: bool = True  # in the toolkit's SAGEMAKER_HYPERPARAMETERS: not among SM_FRAMEWORK_PARAMS
+    quiet: bool = False  # set by the SDK for every job and meaningless to the launcher: no unknown-key warning
+
+
+# SageMaker's own hyperparameters, the one list (the toolkit's environment and the program's arguments read it).
+SAGEMAKER_KEYS: tuple[SageMakerKey, ...] = (
+    SageMakerKey(KEYS.program),
+    SageMakerKey(KEYS.submit_directory),
+    SageMakerKey("sagemaker_enable_cloudwatch_metrics"),
+    SageMakerKey("sagemaker_region", quiet=True),
+    SageMakerKey("sagemaker_container_log_level", quiet=True),
+    SageMakerKey("sagemaker_job_name", quiet=True),
+    SageMakerKey("sagemaker_s3_output"),
+    SageMakerKey("sagemaker_estimator_class_name", toolkit_own=False, quiet=True),
+    SageMakerKey("sagemaker_estimator_module", toolkit_own=False, quiet=True),
+    # Without a launcher prefix: the toolkit's module name, and what hyperparameter tuning jobs add.
+    SageMakerKey("default_user_module_name"),
+    SageMakerKey("_tuning_objective_metric"),
+)
+SAGEMAKER_KEY_NAMES = frozenset(given.key for given in SAGEMAKER_KEYS)
+TOOLKIT_OWN_KEYS = frozenset(given.key for given in SAGEMAKER_KEYS if given.toolkit_own)
+IGNORED_KEYS = frozenset(given.key for given in SAGEMAKER_KEYS if given.quiet)
 
 
 def unknown_key_warnings(hps: Mapping[str, Any]) -> list[str]:
@@ -192,7 +180,6 @@ def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> t
             parsed = given.parse(given.key, raw)
             if parsed is not None:
                 values[name] = parsed
-    values["nccl_debug"], values["custom_mpi_options"] = split_nccl_debug(values.get("custom_mpi_options", ()))
     check_one_distribution(values)
     return LauncherSettings(**values), unknown_key_warnings(hps)
 

@@ -33,7 +33,12 @@ from sagemaker_mxnet_horovod.parse.resource_config import (
     parse_resource_config,
     resolve_distribution_hosts,
 )
-from sagemaker_mxnet_horovod.parse.settings import LAUNCHER_PREFIXES, LauncherSettings, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.settings import (
+    LAUNCHER_PREFIXES,
+    SAGEMAKER_KEY_NAMES,
+    LauncherSettings,
+    parse_launcher_settings,
+)
 from sagemaker_mxnet_horovod.parse.values import (
     command_line_arguments,
     decode_hyperparameter,
@@ -42,9 +47,6 @@ from sagemaker_mxnet_horovod.parse.values import (
 )
 
 BUILTIN_PROGRAMS = ("mnist", "faster_rcnn", "mask_rcnn")
-# Keys SageMaker itself sets that the toolkit never passes to the program either (hyperparameter tuning jobs
-# add _tuning_objective_metric).
-TOOLKIT_RESERVED_KEYS = ("_tuning_objective_metric", "default_user_module_name")
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def parse_hyperparameters(data: Any, env: Mapping[str, str], source: str = "hype
 
 def is_program_hyperparameter(key: str) -> bool:
     """Whether a hyperparameter reaches the program (SM_HPS, its arguments) rather than the launcher."""
-    return not key.startswith(LAUNCHER_PREFIXES) and key not in TOOLKIT_RESERVED_KEYS
+    return not key.startswith(LAUNCHER_PREFIXES) and key not in SAGEMAKER_KEY_NAMES
 
 
 def load_training_config(env: Mapping[str, str] | None = None, entrypoints_dir: str = DEFAULT_ENTRYPOINTS_DIR,

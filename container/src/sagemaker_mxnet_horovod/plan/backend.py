@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sagemaker_mxnet_horovod.core.outcome import Outcome
@@ -35,7 +35,9 @@ class HostPlan:
 
     command: tuple[str, ...] = ()  # what this host executes (mpirun ..., the program); empty when nothing
     processes: tuple[LocalProcess, ...] = ()  # or this host's own processes, each with its role
-    custom_mpi_options: tuple[str, ...] = ()  # the user's mpirun options the job passes (their -x files count)
+    # Variables the backend gives every rank beyond the plan's environment (MPI: the user's -x NAME=VALUE), whose
+    # files count as the job's output (plan/stray_outputs.py)
+    rank_variables: Mapping[str, str] = field(default_factory=dict)
     lines: tuple[str, ...] = ()  # the backend's own lines for the start log
 
 

@@ -24,6 +24,7 @@ from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.core.plan import Program, ShmBudget
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.layout import Layout
 
@@ -105,21 +106,21 @@ def horovod_hyperparameters(job: PlanInputs) -> list[Setting]:
     settings, output = job.config.settings, job.config.paths.output_data_dir
     found = []
     if settings.horovod_autotune:
-        found += [Setting("HOROVOD_AUTOTUNE", "1", "horovod_autotune"),
+        found += [Setting("HOROVOD_AUTOTUNE", "1", KEYS.horovod_autotune),
                   Setting("HOROVOD_AUTOTUNE_LOG", str(output / "horovod_autotune_log.csv"), "uploaded with output")]
     if settings.horovod_timeline:
         found.append(Setting("HOROVOD_TIMELINE", str(output / "horovod_timeline.json"), "uploaded with output"))
     if settings.horovod_fusion_threshold_mb is not None:
         found.append(Setting("HOROVOD_FUSION_THRESHOLD", str(int(settings.horovod_fusion_threshold_mb * 1024 * 1024)),
-                             "horovod_fusion_threshold_mb"))
+                             KEYS.horovod_fusion_threshold_mb))
     if settings.horovod_cycle_time_ms is not None:
-        found.append(Setting("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", "horovod_cycle_time_ms"))
+        found.append(Setting("HOROVOD_CYCLE_TIME", f"{settings.horovod_cycle_time_ms:g}", KEYS.horovod_cycle_time_ms))
     if settings.horovod_gradient_compression != "none":
         # Read inside every rank by the image's sagemaker_mxnet_compression.pth; the knob already chose between
         # the hyperparameter and this same variable in the environment.
         found.append(Setting("HOROVOD_GRADIENT_COMPRESSION", settings.horovod_gradient_compression,
-                             "horovod_gradient_compression: hvd.DistributedTrainer without compression= compresses "
-                             "gradients for their allreduce", user_wins=False))
+                             f"{KEYS.horovod_gradient_compression}: hvd.DistributedTrainer without compression= "
+                             "compresses gradients for their allreduce", user_wins=False))
     return found
 
 
@@ -140,10 +141,11 @@ def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tu
         shutdown = max(1, math.ceil(stall_timeout_s))
         check = max(1, min(STALL_CHECK_MAX_S, shutdown // 2))
         rules += [("HOROVOD_STALL_CHECK_TIME_SECONDS", str(check), "warn about stalled collectives this often"),
-                  ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(shutdown), "horovod_stall_timeout_s: end a stalled job")]
+                  ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", str(shutdown), f"{KEYS.stall_timeout_s}: end a stalled job")]
     if progress_timeout_s > 0:
         rules.append(("SMMH_PROGRESS_TIMEOUT_S", f"{progress_timeout_s:g}",
-                      "mpi_progress_timeout_s: end the job when a rank has no output, collective or computing this long"))
+                      f"{KEYS.progress_timeout_s}: end the job when a rank has no output, collective or computing "
+                      "this long"))
     return rules
 
 
@@ -218,15 +220,15 @@ def nccl_debug(job: PlanInputs) -> list[Setting]:
     environment (the toolkit passes it as `-x NCCL_DEBUG=X`). Otherwise WARN on GPU hosts, where the toolkit
     defaults to INFO: INFO prints NCCL's setup from every rank at every start (dozens of lines per GPU) into
     the job's log; WARN still prints NCCL's warnings and errors."""
-    requested = job.config.settings.nccl_debug
+    requested = job.config.settings.custom_mpi_options.nccl_debug
     if requested is not None:
         user = job.base_env.get("NCCL_DEBUG")
         over = f", over NCCL_DEBUG={user} in the environment" if user is not None else ""
-        return [Setting("NCCL_DEBUG", requested, f"--NCCL_DEBUG in sagemaker_mpi_custom_mpi_options{over}",
+        return [Setting("NCCL_DEBUG", requested, f"--NCCL_DEBUG in {KEYS.custom_mpi_options}{over}",
                         user_wins=False)]
     if job.facts.gpu_count:
         return [Setting("NCCL_DEBUG", "WARN", "NCCL's warnings and errors; --NCCL_DEBUG=INFO in "
-                                              "sagemaker_mpi_custom_mpi_options for its setup details")]
+                                              f"{KEYS.custom_mpi_options} for its setup details")]
     return []
 
 

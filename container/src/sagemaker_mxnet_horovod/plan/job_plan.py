@@ -17,6 +17,7 @@ from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import DEFAULT_ENTRYPOINTS_DIR
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.backend import Backend, HostInputs
 from sagemaker_mxnet_horovod.plan.env_rules import RULES, PlanInputs, apply_rules, check_gpus_supported, shm_budget
@@ -51,7 +52,7 @@ def make_plan(
     env = {**sm_env, **defaults}
     rank_argv = (python, "-m", RANK_ENTRY_MODULE, run_dir, str(config.paths.code_dir), "--", *program.argv)
     host = backend.host_plan(HostInputs(job, env, rank_argv, run_dir, python))
-    strays = find_stray_outputs(config.paths, host.custom_mpi_options, {**base_env, **env})
+    strays = find_stray_outputs(config.paths, host.rank_variables, {**base_env, **env})
 
     return Plan(
         backend=backend.name,
@@ -87,7 +88,7 @@ def console(console_ranks: frozenset[int] | None) -> str:
     """Whose output reaches the console (mpi_console_ranks: a parameter-server job's workers by number)."""
     if console_ranks is None:
         return "every rank"
-    return f"ranks {', '.join(map(str, sorted(console_ranks))) or 'none'} (mpi_console_ranks)"
+    return f"ranks {', '.join(map(str, sorted(console_ranks))) or 'none'} ({KEYS.console_ranks})"
 
 
 def describe(plan: Plan, base_env: Mapping[str, str]) -> str:

@@ -5,10 +5,16 @@ them in order. The layout says what the job asks for; which backend runs it is b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
+
+# How the job's processes work together; each is the name of the backend that runs it (backends/registry.py).
+MPI, PARAMETER_SERVER, SINGLE = "mpi", "parameter_server", "single"
+Distribution = Literal["mpi", "parameter_server", "single"]
 
 
 @dataclass(frozen=True)
@@ -19,16 +25,17 @@ class Layout:
     hosts: tuple[str, ...]  # the hosts of this host's distributed job; this host alone without one
     master_host: str  # this host without a distributed job
     processes_per_host: int  # MPI ranks, or parameter-server workers
-    use_mpi: bool
+    # mpi: Horovod over MPI; parameter_server: MXNet's own distribution (scheduler, servers and kvstore workers);
+    # single: the program alone on this host
+    distribution: Distribution
     interface: str | None
     outside_reason: str = ""  # why this host runs alone, outside the distribution hosts' MPI job
     notes: tuple[str, ...] = ()
-    parameter_server: bool = False  # MXNet's own distribution: scheduler, servers and kvstore workers
 
     @property
     def distributed(self) -> bool:
         """Its hosts run one job together (over MPI or the parameter servers), as this host's role says."""
-        return self.use_mpi or self.parameter_server
+        return self.distribution != SINGLE
 
     @property
     def total_processes(self) -> int:
@@ -70,9 +77,12 @@ def plan_layout(config: TrainingConfig, facts: HostFacts) -> Layout:
         per_host = 1  # as AWS's MXNet toolkit: one worker per host, over all of its devices
     per_host, per_host_notes = processes_per_host(per_host, facts, resource.current_host)
     notes += per_host_notes
-    use_mpi, mpi_notes = (False, []) if parameter_server else mpi_or_not(mpi_enabled, per_host, len(hosts))
-    notes += mpi_notes
-    distributed = use_mpi or parameter_server
+    if parameter_server:
+        distribution: Distribution = PARAMETER_SERVER
+    else:
+        over_mpi, mpi_notes = mpi_or_not(mpi_enabled, per_host, len(hosts))
+        distribution, notes = (MPI if over_mpi else SINGLE), notes + mpi_notes
+    distributed = distribution != SINGLE
 
     interface, interface_note = choose_interface(resource.network_interface_name, facts)
     notes += [interface_note] if interface_note else []
@@ -84,11 +94,10 @@ def plan_layout(config: TrainingConfig, facts: HostFacts) -> Layout:
         hosts=hosts if distributed else (resource.current_host,),
         master_host=resource.master_host if distributed else resource.current_host,
         processes_per_host=per_host,
-        use_mpi=use_mpi,
+        distribution=distribution,
         interface=interface,
         outside_reason=outside_reason or "",
         notes=tuple(notes),
-        parameter_server=parameter_server,
     )
 
 
@@ -100,7 +109,7 @@ def outside_distribution_reason(config: TrainingConfig) -> str | None:
     if resource.current_host in resource.distribution_hosts:
         return None
     group = resource.group_of(resource.current_host)
-    return (f"outside the distribution: instance group {group!r} is not in sagemaker_distribution_instance_groups "
+    return (f"outside the distribution: instance group {group!r} is not in {KEYS.distribution_instance_groups} "
             f"{list(config.settings.distribution_instance_groups or ())}; runs the program on its own, one process "
             f"(MPI runs on {', '.join(resource.distribution_hosts)}, master {resource.master_host})")
 
@@ -111,7 +120,7 @@ def instance_group_notes(config: TrainingConfig) -> list[str]:
     resource = config.resource
     if config.settings.distribution_instance_groups is not None or len(resource.instance_groups) <= 1:
         return []
-    return [f"sagemaker_distribution_instance_groups not set: MPI spans this host's instance group "
+    return [f"{KEYS.distribution_instance_groups} not set: MPI spans this host's instance group "
             f"{resource.group_of(resource.current_host)!r} only (each group its own job, as the toolkit does with "
             "MPI enabled)"]
 
@@ -130,11 +139,11 @@ def program_single_process(config: TrainingConfig, host_count: int, per_host: in
         raise PlanError(f"{setting} runs one process on one host; this job has {host_count} hosts "
                         f"(use {other}, or instance_count=1)")
     if per_host not in (None, 1) or mpi_enabled:
-        raise PlanError(f"{setting} runs one process without MPI: remove sagemaker_mpi_enabled and "
-                        "sagemaker_mpi_num_of_processes_per_host")
+        raise PlanError(f"{setting} runs one process without MPI: remove {KEYS.mpi_enabled} and "
+                        f"{KEYS.processes_per_host}")
     if parameter_server:
         raise PlanError(f"{setting} runs one process without parameter servers: remove "
-                        "sagemaker_parameter_server_enabled")
+                        f"{KEYS.parameter_server_enabled}")
     return f"{setting}: {request.instead}, no MPI"
 
 
@@ -144,23 +153,23 @@ def parameter_server_or_not(config: TrainingConfig) -> tuple[bool, list[str]]:
     enabled, request = config.settings.parameter_server_enabled, config.parameter_server
     asked = enabled or (request is not None and request.asks)
     if config.settings.parameter_server_num_servers and not asked:
-        raise PlanError("sagemaker_parameter_server_num_servers is set but the job has no parameter server "
-                        "(sagemaker_parameter_server_enabled=true, or a built-in program's kvstore=dist_sync): it "
+        raise PlanError(f"{KEYS.parameter_server_num_servers} is set but the job has no parameter server "
+                        f"({KEYS.parameter_server_enabled}=true, or a built-in program's kvstore=dist_sync): it "
                         "would do nothing")
     if request is None:
         return enabled, []
     if enabled and not request.asks:
-        raise PlanError(f"sagemaker_parameter_server_enabled=true, but {request.setting}: the parameter servers "
+        raise PlanError(f"{KEYS.parameter_server_enabled}=true, but {request.setting}: the parameter servers "
                         f"serve a kvstore {', '.join(request.values)} (remove {request.argument}: the program then "
                         f"trains with {request.values[0]})")
     if not request.asks:
         return False, []
     if config.settings.mpi_enabled:
-        raise PlanError(f"{request.setting} trains with MXNet's parameter servers, sagemaker_mpi_enabled=true with "
+        raise PlanError(f"{request.setting} trains with MXNet's parameter servers, {KEYS.mpi_enabled}=true with "
                         "Horovod over MPI: remove one of them")
     if enabled:
         return True, []
-    return True, [f"{request.setting}: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true"]
+    return True, [f"{request.setting}: MXNet's parameter servers, as with {KEYS.parameter_server_enabled}=true"]
 
 
 def processes_per_host(requested: int | None, facts: HostFacts, current_host: str) -> tuple[int, list[str]]:
@@ -170,10 +179,10 @@ def processes_per_host(requested: int | None, facts: HostFacts, current_host: st
     if requested is None:
         return max(1, facts.gpu_count), []
     if facts.gpu_count and requested > facts.gpu_count:
-        raise PlanError(f"sagemaker_mpi_num_of_processes_per_host={requested} but {current_host} "
+        raise PlanError(f"{KEYS.processes_per_host}={requested} but {current_host} "
                         f"has {facts.gpu_count} GPU(s): more processes than slots")
     if not facts.gpu_count and requested > facts.cpu_count:
-        return requested, [f"sagemaker_mpi_num_of_processes_per_host={requested} on {facts.cpu_count} CPU core(s): "
+        return requested, [f"{KEYS.processes_per_host}={requested} on {facts.cpu_count} CPU core(s): "
                            "the ranks share the cores (oversubscribed)"]
     return requested, []
 
@@ -181,12 +190,12 @@ def processes_per_host(requested: int | None, facts: HostFacts, current_host: st
 def mpi_or_not(mpi_enabled: bool | None, per_host: int, host_count: int) -> tuple[bool, list[str]]:
     """sagemaker_mpi_enabled, else MPI whenever there is more than one process."""
     if mpi_enabled is False and per_host > 1:
-        raise PlanError(f"sagemaker_mpi_enabled=false cannot run {per_host} processes per host; "
-                        "enable MPI or set sagemaker_mpi_num_of_processes_per_host=1")
-    use_mpi = mpi_enabled if mpi_enabled is not None else per_host * host_count > 1
-    if not use_mpi and host_count > 1:
-        return use_mpi, [f"MPI disabled: each of the {host_count} hosts runs the program on its own"]
-    return use_mpi, []
+        raise PlanError(f"{KEYS.mpi_enabled}=false cannot run {per_host} processes per host; "
+                        f"enable MPI or set {KEYS.processes_per_host}=1")
+    over_mpi = mpi_enabled if mpi_enabled is not None else per_host * host_count > 1
+    if not over_mpi and host_count > 1:
+        return over_mpi, [f"MPI disabled: each of the {host_count} hosts runs the program on its own"]
+    return over_mpi, []
 
 
 def choose_interface(requested: str | None, facts: HostFacts) -> tuple[str | None, str | None]:

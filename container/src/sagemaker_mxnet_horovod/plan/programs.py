@@ -7,6 +7,7 @@ from pathlib import Path
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.core.plan import Program
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.parse.training_config import BUILTIN_PROGRAMS, TrainingConfig
 
 
@@ -30,19 +31,19 @@ def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str,
     args = config.program_argv
     if not name:
         raise PlanError(
-            "no program to run: set hyperparameter sagemaker_program to one of "
-            f"{', '.join(BUILTIN_PROGRAMS)} or to a script in sagemaker_submit_directory"
+            f"no program to run: set hyperparameter {KEYS.program} to one of "
+            f"{', '.join(BUILTIN_PROGRAMS)} or to a script in {KEYS.submit_directory}"
         )
     if settings.submit_directory is None:
         if name not in BUILTIN_PROGRAMS:
             raise PlanError(
                 f"unknown program {name!r}: use one of {', '.join(BUILTIN_PROGRAMS)}, "
-                "or set sagemaker_submit_directory to the directory or s3:// tarball that contains it"
+                f"or set {KEYS.submit_directory} to the directory or s3:// tarball that contains it"
             )
         script = str(Path(entrypoints_dir) / f"{name}.py")
         return Program(name=name, argv=(python, script, *args), builtin=True)
     if Path(name).is_absolute() or ".." in Path(name).parts:
-        raise PlanError(f"sagemaker_program {name!r} must be a path inside sagemaker_submit_directory")
+        raise PlanError(f"{KEYS.program} {name!r} must be a path inside {KEYS.submit_directory}")
     code_dir = str(config.paths.code_dir)
     script = str(Path(code_dir) / name)
     kind = user_entry_point_kind(name, code_is_package)

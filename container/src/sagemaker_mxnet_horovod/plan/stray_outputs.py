@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 
 from sagemaker_mxnet_horovod.core.plan import StrayOutput
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 # Variables whose value is a file Horovod writes, when set in the job's environment.
 OUTPUT_FILE_VARIABLES = ("HOROVOD_TIMELINE", "HOROVOD_AUTOTUNE_LOG")
@@ -21,7 +22,8 @@ OUTPUT_FILE_VARIABLES = ("HOROVOD_TIMELINE", "HOROVOD_AUTOTUNE_LOG")
 # directory (synced while training when sagemaker_s3_output is set) and TensorBoardOutputConfig's usual path.
 UPLOADED = ("data", "failure", "success", "intermediate", "tensorboard")
 # The launcher's own switches for these files, which write them to output/data.
-SWITCHES = {"HOROVOD_TIMELINE": "horovod_timeline: true", "HOROVOD_AUTOTUNE_LOG": "horovod_autotune: true"}
+SWITCHES = {"HOROVOD_TIMELINE": f"{KEYS.horovod_timeline}: true",
+            "HOROVOD_AUTOTUNE_LOG": f"{KEYS.horovod_autotune}: true"}
 
 
 
@@ -48,26 +50,13 @@ def stray_path(paths: Paths, value: str) -> str | None:
     return str(PurePosixPath(paths.output_data_dir) / relative)
 
 
-def exported_values(custom_options: tuple[str, ...], env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """(name, value) for each `-x NAME=VALUE` (or `-x NAME`, exported from the environment) in mpirun options."""
-    found = []
-    for flag, argument in zip(custom_options, custom_options[1:]):
-        if flag != "-x":
-            continue
-        name, sep, value = argument.partition("=")
-        if sep:
-            found.append((name, value))
-        elif name in env:
-            found.append((name, env[name]))
-    return found
-
-
-def find_stray_outputs(paths: Paths, custom_options: tuple[str, ...], env: Mapping[str, str]) -> list[StrayOutput]:
-    """Every file the job is told to write where SageMaker will not upload it: `-x NAME=PATH` in the custom
-    MPI options (any name) and OUTPUT_FILE_VARIABLES in the environment. An mpirun option wins over the
-    environment for the same name, as on the ranks."""
+def find_stray_outputs(paths: Paths, rank_variables: Mapping[str, str],
+                       env: Mapping[str, str]) -> list[StrayOutput]:
+    """Every file the job is told to write where SageMaker will not upload it: any of the variables the backend
+    gives the ranks (rank_variables: MPI's `-x NAME=PATH` in the user's options) and OUTPUT_FILE_VARIABLES in the
+    environment. The backend's wins over the environment for the same name, as on the ranks."""
     values = {name: env[name] for name in OUTPUT_FILE_VARIABLES if name in env}
-    values.update(exported_values(custom_options, env))
+    values.update(rank_variables)
     strays = []
     for name, value in values.items():
         copy_to = stray_path(paths, value)

@@ -21,6 +21,7 @@ from sagemaker_mxnet_horovod.backends.mpi.mpirun import (
 )
 from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
+from sagemaker_mxnet_horovod.parse.mpi_options import parse_mpi_options
 from sagemaker_mxnet_horovod.plan.env_rules import Setting, apply_rules
 
 RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
@@ -32,10 +33,15 @@ def mca(argv):
     return [(argv[i + 1], argv[i + 2]) for i, a in enumerate(argv) if a == "-mca"]
 
 
+def options(*tokens):
+    """The user's options as given (sagemaker_mpi_custom_mpi_options), parsed as the settings parse them."""
+    return parse_mpi_options("sagemaker_mpi_custom_mpi_options", shlex.join(tokens))
+
+
 def command(hosts=("algo-1", "algo-2"), per_host=1, cores_per_rank=2, custom=(), base_env=None, env=None,
             interface="eth0"):
-    return mpirun_command(hosts, "c0ffee", per_host, cores_per_rank, interface, "/run/sc", custom, base_env or {},
-                          env or {}, RANK_ARGV)
+    return mpirun_command(hosts, "c0ffee", per_host, cores_per_rank, interface, "/run/sc", options(*custom),
+                          base_env or {}, env or {}, RANK_ARGV)
 
 
 def test_mpi_params_in_order():
@@ -55,19 +61,19 @@ def test_ssh_options_pin_the_jobs_key_and_host_keys():
 
 
 def test_user_sets_mca():
-    assert user_sets_mca("btl", ("-mca", "btl", "tcp,self"), {})
-    assert user_sets_mca("btl", ("--mca", "btl", "tcp,self"), {})
-    assert user_sets_mca("btl", (), {"OMPI_MCA_btl": "tcp,self"})
-    assert not user_sets_mca("btl", ("-mca", "pml", "btl"), {})  # a value, not the name
-    assert not user_sets_mca("btl", ("-x", "btl"), {"OMPI_MCA_pml": "ob1"})
-    assert not user_sets_mca("btl", ("-mca",), {})
+    assert user_sets_mca("btl", options("-mca", "btl", "tcp,self"), {})
+    assert user_sets_mca("btl", options("--mca", "btl", "tcp,self"), {})
+    assert user_sets_mca("btl", options(), {"OMPI_MCA_btl": "tcp,self"})
+    assert not user_sets_mca("btl", options("-mca", "pml", "btl"), {})  # a value, not the name
+    assert not user_sets_mca("btl", options("-x", "btl"), {"OMPI_MCA_pml": "ob1"})
+    assert not user_sets_mca("btl", options("-mca"), {})
 
 
 @pytest.mark.parametrize("cores_per_rank,yields", [(1, True), (2, True), (4, True), (5, False), (8, False)])
 def test_yields_when_fewer_than_5_cores_per_rank(cores_per_rank, yields):
-    assert yields_when_idle(cores_per_rank, (), {}) == yields
-    assert not yields_when_idle(cores_per_rank, ("-mca", "mpi_yield_when_idle", "0"), {})
-    assert not yields_when_idle(cores_per_rank, (), {"OMPI_MCA_mpi_yield_when_idle": "0"})
+    assert yields_when_idle(cores_per_rank, options(), {}) == yields
+    assert not yields_when_idle(cores_per_rank, options("-mca", "mpi_yield_when_idle", "0"), {})
+    assert not yields_when_idle(cores_per_rank, options(), {"OMPI_MCA_mpi_yield_when_idle": "0"})
 
 
 def test_exported_names():

@@ -23,6 +23,7 @@ from sagemaker_mxnet_horovod.act.cluster.network import ANNOUNCE_PORT, announce,
 from sagemaker_mxnet_horovod.act.cluster.protocol import HEARTBEAT_S, MESSAGE_TIMEOUT_S, Connection
 from sagemaker_mxnet_horovod.core.exits import ClusterError
 from sagemaker_mxnet_horovod.core.log import log
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 # A worker whose kernel has not acknowledged the master's heartbeats for this long is unreachable (network
 # partition, host gone without a reset): TCP_USER_TIMEOUT errors the link then, where TCP's own
@@ -126,7 +127,7 @@ class Master:
                                            f"name: host name {unresolved[0]!r} did not resolve within the peer timeout")
                     raise ClusterError(
                         f"worker(s) {', '.join(missing)} did not check in with the master within the peer "
-                        f"timeout (mpi_peer_timeout_s): the container never started, cannot resolve or reach "
+                        f"timeout ({KEYS.peer_timeout_s}): the container never started, cannot resolve or reach "
                         f"the master on port {self.port}, or crashed before its handshake"
                     )
                 self.cond.wait(remaining)

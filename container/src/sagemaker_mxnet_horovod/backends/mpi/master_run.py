@@ -15,19 +15,21 @@ from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.command_run import CommandRun
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.core.stop import stopped
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 
 DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun may take to end the job
 
 
 class MasterRun(CommandRun):
     def __init__(self, plan: Plan, env: Mapping[str, str], bind_address: str, failure_file: Path):
-        super().__init__(plan, env, failure_file, under_mpirun=True)
+        super().__init__(plan, env, failure_file, MPIRUN)
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
@@ -102,4 +104,4 @@ class MasterRun(CommandRun):
         missing = self.cluster.wait_launched(self.started + timeout)
         if missing:
             self.job.abort(f"mpirun started no MPI daemon on {', '.join(missing)} within {timeout:g} s "
-                           "(mpi_peer_timeout_s): ssh or orted failed there without mpirun noticing")
+                           f"({KEYS.peer_timeout_s}): ssh or orted failed there without mpirun noticing")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from sagemaker_mxnet_horovod.parse.mpi_options import MpiOptions
 from sagemaker_mxnet_horovod.plan.backend import HostInputs, HostPlan
 from sagemaker_mxnet_horovod.plan.cores import CoreShare, core_share
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
@@ -59,15 +60,13 @@ def mpi_params(interface: str | None, yield_when_idle: bool, run_dir: str | None
     return params
 
 
-def user_sets_mca(name: str, custom: tuple[str, ...], base_env: Mapping[str, str]) -> bool:
+def user_sets_mca(name: str, custom: MpiOptions, base_env: Mapping[str, str]) -> bool:
     """The user chose this -mca parameter (OMPI_MCA_<name>, or -mca in sagemaker_mpi_custom_mpi_options): theirs
     replaces ours."""
-    if f"OMPI_MCA_{name}" in base_env:
-        return True
-    return any(custom[i] in ("-mca", "--mca") and custom[i + 1] == name for i in range(len(custom) - 1))
+    return f"OMPI_MCA_{name}" in base_env or custom.sets_mca(name)
 
 
-def yields_when_idle(cores_per_rank: int, custom: tuple[str, ...], base_env: Mapping[str, str]) -> bool:
+def yields_when_idle(cores_per_rank: int, custom: MpiOptions, base_env: Mapping[str, str]) -> bool:
     """mpi_yield_when_idle=1 when busy polling would starve the ranks (cores_per_rank: plan/cores.py counts the
     hosts sharing the machine too), unless the user set it."""
     return (cores_per_rank < YIELD_WHEN_CORES_PER_RANK_BELOW
@@ -103,7 +102,7 @@ def build_mpirun_command(
 
 
 def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: int, cores_per_rank: int,
-                   interface: str | None, run_dir: str, custom_options: tuple[str, ...], base_env: Mapping[str, str],
+                   interface: str | None, run_dir: str, custom_options: MpiOptions, base_env: Mapping[str, str],
                    env: Mapping[str, str], rank_argv: tuple[str, ...]) -> tuple[str, ...]:
     """The master's mpirun: interface and ssh parameters only across hosts; a parameter the user set replaces
     ours; every variable the ranks need exported (the container's and the plan's)."""
@@ -113,7 +112,8 @@ def mpirun_command(hosts: tuple[str, ...], local_name: str, processes_per_host: 
                                             run_dir if multi_host else None)
               if n == "mpi_yield_when_idle" or not user_sets_mca(n, custom_options, base_env)]
     exported = exported_names({**base_env, **env})
-    return build_mpirun_command(hosts, local_name, processes_per_host, params, exported, custom_options, rank_argv)
+    return build_mpirun_command(hosts, local_name, processes_per_host, params, exported, custom_options.for_mpirun,
+                                rank_argv)
 
 
 def host_plan(inputs: HostInputs) -> HostPlan:
@@ -121,11 +121,12 @@ def host_plan(inputs: HostInputs) -> HostPlan:
     the files their -x variables name are written on every host."""
     job = inputs.job
     layout, custom = job.layout, job.config.settings.custom_mpi_options
+    exported = custom.exported_values({**job.base_env, **inputs.env})
     if layout.role != "master":
-        return HostPlan(custom_mpi_options=custom)
+        return HostPlan(rank_variables=exported)
     return HostPlan(mpirun_command(layout.hosts, job.facts.hostname, layout.processes_per_host,
                                    rank_cores(job).per_process, layout.interface, inputs.run_dir, custom, job.base_env,
-                                   inputs.env, inputs.rank_argv), custom_mpi_options=custom)
+                                   inputs.env, inputs.rank_argv), rank_variables=exported)
 
 
 # ---------------------------------------------------------------------------------------------------------

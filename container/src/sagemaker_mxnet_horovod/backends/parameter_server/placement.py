@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 
 from sagemaker_mxnet_horovod.core.plan import LocalProcess
+from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.plan.backend import HostInputs, HostPlan
 from sagemaker_mxnet_horovod.plan.cores import core_share
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
@@ -89,8 +90,8 @@ def scheduler_address(job: PlanInputs) -> list[Setting]:
     return [
         Setting("DMLC_PS_ROOT_URI", job.layout.master_host, "the scheduler's host, the job's first, by name: "
                 "every host resolved it to check in before its processes start", user_wins=False),
-        Setting("DMLC_PS_ROOT_PORT", str(settings.parameter_server_port), "the scheduler's port: _ps_port, "
-                "AWS's default 8000", user_wins=False),
+        Setting("DMLC_PS_ROOT_PORT", str(settings.parameter_server_port),
+                f"the scheduler's port: {KEYS.parameter_server_port}, AWS's default 8000", user_wins=False),
         # ps-lite binds the scheduler to DMLC_PS_ROOT_URI, and ZeroMQ binds addresses, not host names: this
         # flag binds it to every address of its host instead.
         Setting("DMLC_USE_KUBERNETES", "1", "the scheduler listens on all of its host's addresses: ZeroMQ cannot "
@@ -102,7 +103,7 @@ def role_counts(job: PlanInputs) -> list[Setting]:
     layout, settings = job.layout, job.config.settings
     servers = server_count(layout, settings.parameter_server_num_servers)
     workers = layout.processes_per_host * len(layout.hosts)
-    why_servers = ("sagemaker_parameter_server_num_servers" if settings.parameter_server_num_servers
+    why_servers = (KEYS.parameter_server_num_servers if settings.parameter_server_num_servers
                    else "one per host, as AWS's MXNet toolkit")
     return [Setting("DMLC_NUM_SERVER", str(servers), why_servers, user_wins=False),
             Setting("DMLC_NUM_WORKER", str(workers), f"{layout.processes_per_host} per host x {len(layout.hosts)} "
@@ -120,7 +121,8 @@ def ps_verbose(job: PlanInputs) -> list[Setting]:
     level = job.config.settings.parameter_server_verbose
     if level is None:
         return []
-    return [Setting("PS_VERBOSE", str(level), "_ps_verbose: ps-lite's connection log", user_wins=False)]
+    return [Setting("PS_VERBOSE", str(level), f"{KEYS.parameter_server_verbose}: ps-lite's connection log",
+                    user_wins=False)]
 
 
 def omp_threads_per_worker(job: PlanInputs) -> list[Setting]:

@@ -23,7 +23,7 @@ class Single(Backend):
     def run(self, plan: Plan, env: Mapping[str, str], paths: Paths, bind_address: str) -> Outcome:
         from sagemaker_mxnet_horovod.act.command_run import CommandRun  # to run: planning needs none of it
 
-        return CommandRun(plan, {**env, **plan.env}, paths.failure_file, under_mpirun=False).run()
+        return CommandRun(plan, {**env, **plan.env}, paths.failure_file).run()
 
 
 BACKEND = Single()
