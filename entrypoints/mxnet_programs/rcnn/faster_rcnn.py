@@ -7,17 +7,10 @@ validation image is scored. Standard library only at import time: GluonCV module
 are imported inside the methods that run after the input was checked.
 """
 
-import contextlib
-import io
+from mxnet_programs.rcnn import coco_map
 
 NUMBER = r"([-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"
 VAL_SCORE_THRESH = 0.05  # COCODetectionMetric's default: lower scores are dropped anyway
-
-
-def quiet(fn):
-    """fn() without pycocotools' prints."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        return fn()
 
 
 class FasterRcnn:
@@ -126,7 +119,8 @@ class FasterRcnn:
         return _BoxResults(start)
 
     def score(self, val_ds, gathered, prefix, log_summary):
-        """Rank 0: COCO mAP from all ranks' results with GluonCV's metric (pycocotools inside)."""
+        """Rank 0: COCO mAP from all ranks' results; GluonCV's metric writes them in COCO's results format (its box
+        convention: w = x2 - x1 + 1), pycocotools scores them (coco_map)."""
         import numpy as np
         from gluoncv.utils.metrics.coco_detection import COCODetectionMetric
 
@@ -137,9 +131,11 @@ class FasterRcnn:
             raise RuntimeError(f"validation gathered {len(records)} image results for {len(val_ds)} images")
         for _, bboxes, ids, scores in records:
             metric.update(bboxes[np.newaxis], ids[np.newaxis], scores[np.newaxis])
-        names, values = quiet(metric.get)
-        log_summary(names, values)
-        return {"val_bbox_map": float(values[-1]) / 100}
+        results = metric._results  # GluonCV 0.10.4's list of COCO result dicts (no public accessor)
+        coco_map.write_results(f"{prefix}.json", results)
+        bbox_map, summary = coco_map.average_precision(val_ds.coco, results, "bbox")
+        log_summary(["~~~~ Summary bbox metrics ~~~~"], [summary])
+        return {"val_bbox_map": bbox_map}
 
 
 class _BoxResults:

@@ -3,7 +3,8 @@
 import os
 
 from mxnet_programs.process import ProgramError
-from mxnet_programs.rcnn.faster_rcnn import FasterRcnn, quiet
+from mxnet_programs.rcnn import coco_map
+from mxnet_programs.rcnn.faster_rcnn import FasterRcnn
 
 VAL_SCORE_THRESH = 0.001  # detections kept for COCO mask scoring
 
@@ -93,17 +94,15 @@ class MaskRcnn(FasterRcnn):
         return _MaskResults(self, val_ds, output_data_dir, start)
 
     def score(self, val_ds, gathered, prefix, log_summary):
-        from gluoncv.utils.metrics.coco_instance import COCOInstanceMetric
-
-        metric = COCOInstanceMetric(val_ds, prefix, use_time=False, cleanup=False)
-        buffer = metric.get_result_buffer()
-        for part in gathered:
-            buffer.extend(part)
-        if not buffer:  # pycocotools cannot load an empty result list
-            return {"val_bbox_map": 0.0, "val_segm_map": 0.0}
-        names, values = quiet(metric.get)
-        log_summary(names, values)
-        return {"val_bbox_map": float(values[1]) / 100, "val_segm_map": float(values[3]) / 100}
+        """Rank 0: bbox and segm mAP of all ranks' results (in COCO's results format, written by GluonCV's metric on
+        each rank: _MaskResults), scored by pycocotools (coco_map)."""
+        results = [r for part in gathered for r in part]
+        coco_map.write_results(f"{prefix}.json", results)
+        scores = {}
+        for iou_type in ("bbox", "segm"):
+            scores[f"val_{iou_type}_map"], summary = coco_map.average_precision(val_ds.coco, results, iou_type)
+            log_summary([f"~~~~ Summary {iou_type} metrics ~~~~"], [summary])
+        return scores
 
 
 class _MaskResults:
