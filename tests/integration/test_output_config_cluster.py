@@ -100,3 +100,42 @@ def test_a_read_only_local_path_fails_every_host_at_start_with_exit_2(image, mni
         assert "train_loss=" not in host.logs and "mnist: " not in host.logs, host.logs[-2000:]
     for ckpt, _ in dirs.values():
         assert [p.name for p in ckpt.iterdir()] == ["checkpoint-epoch-0001.json"]
+
+
+# The smallest R-CNN settings that still run the whole model (tests/integration/test_rcnn_cluster.py).
+RCNN_TINY = {"pretrained-base": "false", "short": "256", "max-size": "320", "num-workers": "0",
+             "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1", "max-iterations-per-epoch": "1",
+             "mpi_peer_timeout_s": "60"}
+
+
+def test_a_restarted_faster_rcnn_job_resumes_from_local_path_on_two_hosts(image, tmp_path):
+    coco = tmp_path / "coco"
+    # No validation split: the resume is what is tested, validation has its own tests.
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco",
+                    "--train", "4", "--val", "0"], check=True, capture_output=True)
+
+    def rcnn_run(name, dirs, epochs):
+        spec = JobSpec(image=image, hosts=2, timeout_s=900, config_files=config_files(),
+                       hyperparameters={"sagemaker_program": "faster_rcnn", "epochs": str(epochs), **RCNN_TINY},
+                       channels=[Channel("train", coco)],
+                       host_mounts={host: [(ckpt, CKPT, "rw"), (tb, TB, "rw")] for host, (ckpt, tb) in dirs.items()})
+        return run_job(spec, tmp_path / name / "job")
+
+    first_dirs = host_dirs(tmp_path / "first")
+    first = rcnn_run("first", first_dirs, epochs=1)
+    assert first.exit_codes == [0, 0], first.describe()
+    ckpt, tb = first_dirs["algo-1"]
+    params = sorted(p.name for p in ckpt.iterdir() if p.suffix == ".params")
+    assert len(params) == 1 and params[0].endswith("-epoch-0001.params"), params
+    assert any(p.name.startswith("events.out.tfevents") for p in tb.iterdir()), list(tb.iterdir())
+    assert not any((first.master.root / "checkpoints").iterdir())
+
+    second_dirs = host_dirs(tmp_path / "second")
+    for host_ckpt, _ in second_dirs.values():
+        shutil.copytree(ckpt, host_ckpt, dirs_exist_ok=True)
+    second = rcnn_run("second", second_dirs, epochs=2)
+    assert second.exit_codes == [0, 0], second.describe()
+    stem = params[0][:-len(".params")]
+    assert f"faster_rcnn: resumed from checkpoint {CKPT}/{stem}.params at epoch 1" in second.master.logs
+    trained = {line.split("epoch=")[1].split()[0] for line in second.master.logs.splitlines() if " iter=" in line}
+    assert trained == {"1"}, second.master.logs[-3000:]
