@@ -38,7 +38,7 @@ METRIC_DEFINITIONS = [
 ]
 # Local mode never calls IAM, but the SDK wants a role ARN (one with a '/', or it asks IAM to expand it).
 DUMMY_ROLE = "arn:aws:iam::111111111111:role/SageMakerRole"
-TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where the built-in programs write their scalars
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # SageMaker uploads it; any path works: the built-in programs follow it
 
 
 def uri(location: str) -> str:

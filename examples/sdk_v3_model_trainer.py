@@ -37,7 +37,7 @@ METRIC_DEFINITIONS = [
     {"Name": "train:samples_per_sec",
      "Regex": r"epoch=\d+ train_loss=\S+ train_accuracy=\S+ val_accuracy=\S+ samples_per_sec=" + NUMBER},
 ]
-TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # where the built-in programs write their scalars
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # SageMaker uploads it; any path works: the built-in programs follow it
 
 
 def hyperparameters(args) -> dict:

@@ -53,13 +53,15 @@ def build_parser():
     p("--model-dir", default=None,
       help=f"model output dir [default: $SM_MODEL_DIR or {sm.SM_MODEL_DIR_DEFAULT}]")
     p("--checkpoint-dir", default=None,
-      help=f"checkpoint dir [default: $SM_CHECKPOINT_DIR or {sm.SM_CHECKPOINT_DIR_DEFAULT}]")
+      help=f"checkpoint dir [default: $SM_CHECKPOINT_DIR, else checkpointconfig.json's LocalPath, else "
+           f"{sm.SM_CHECKPOINT_DIR_DEFAULT}]")
     p("--save-checkpoints", type=hp.str2bool, default=True,
       help="checkpoint after every epoch and on SIGTERM")
     p("--resume", type=hp.str2bool, default=True,
       help="resume from the newest checkpoint in the checkpoint dir")
     p("--keep-checkpoints", type=hp.positive_int, default=2, help="how many checkpoints to keep")
-    p("--tensorboard-dir", default=sm.SM_TENSORBOARD_DIR_DEFAULT, help="TensorBoard log dir")
+    p("--tensorboard-dir", default=None, help="TensorBoard log dir [default: tensorboardoutputconfig.json's "
+      f"LocalPath, else {sm.SM_TENSORBOARD_DIR_DEFAULT}]")
     p("--tensorboard", type=hp.str2bool, default=True, help="write TensorBoard scalars (needs tensorboardX)")
     hp.add_kvstore_argument(parser)
     return parser
@@ -70,6 +72,7 @@ def parse_config(argv=None, environ=None):
     args = build_parser().parse_args(argv)
     model_dir, checkpoint_dir = sm.output_dirs(PROG, args.model_dir, args.checkpoint_dir, environ)
     return hp.frozen_config("MnistConfig", args, model_dir=model_dir, checkpoint_dir=checkpoint_dir,
+                            tensorboard_dir=sm.tensorboard_dir(args.tensorboard_dir, environ),
                             kvstore=sm.kvstore(args.kvstore, environ))
 
 

@@ -2,7 +2,8 @@
 
 Rank layout (`dist_env`) comes from the launcher's variables so that input can be checked before any
 collective: a rank that fails then exits before the others can block on it. Paths: command-line flag,
-else the SageMaker env var, else SageMaker's default (`resolve_path`).
+else the SageMaker env var, else SageMaker's default (`resolve_path`); checkpoints and TensorBoard events also follow
+the job's config files (sagemaker_config.py).
 """
 
 import json
@@ -10,14 +11,15 @@ import os
 import re
 from dataclasses import dataclass
 
+from mxnet_programs import sagemaker_config
 from mxnet_programs.launch import HOROVOD, PARAMETER_SERVER_KVSTORES, SINGLE_PROCESS_KVSTORES
 from mxnet_programs.process import ProgramError, warn
 
 SM_INPUT_DIR_DEFAULT = "/opt/ml/input"
 SM_MODEL_DIR_DEFAULT = "/opt/ml/model"
 SM_OUTPUT_DATA_DIR_DEFAULT = "/opt/ml/output/data"
-SM_CHECKPOINT_DIR_DEFAULT = "/opt/ml/checkpoints"
-SM_TENSORBOARD_DIR_DEFAULT = "/opt/ml/output/tensorboard"
+SM_CHECKPOINT_DIR_DEFAULT = sagemaker_config.CHECKPOINT_DIR_DEFAULT
+SM_TENSORBOARD_DIR_DEFAULT = sagemaker_config.TENSORBOARD_DIR_DEFAULT
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,13 +153,19 @@ def resolve_path(flag_value, env_var, default, environ=None):
 
 
 def output_dirs(prog, model_dir, checkpoint_dir, environ=None):
-    """(model dir, checkpoint dir) from the flags, the env or SageMaker's defaults."""
+    """(model dir, checkpoint dir) from the flags, the env, checkpointconfig.json (sagemaker_config) or SageMaker's
+    defaults."""
     if model_dir and "://" in model_dir:
         # Some SageMaker SDK estimators pass an S3 URI as model_dir; the local dir is what gets uploaded.
         warn(prog, f"ignoring --model-dir {model_dir} (not a local path); using $SM_MODEL_DIR")
         model_dir = None
     return (resolve_path(model_dir, "SM_MODEL_DIR", SM_MODEL_DIR_DEFAULT, environ),
-            resolve_path(checkpoint_dir, "SM_CHECKPOINT_DIR", SM_CHECKPOINT_DIR_DEFAULT, environ))
+            sagemaker_config.checkpoint_dir(checkpoint_dir, environ))
+
+
+def tensorboard_dir(flag_value, environ=None):
+    """The TensorBoard log dir: the flag, else tensorboardoutputconfig.json's LocalPath, else SageMaker's default."""
+    return sagemaker_config.tensorboard_dir(flag_value, environ)
 
 
 def input_dir(environ=None):

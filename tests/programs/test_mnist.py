@@ -230,11 +230,11 @@ def test_help_lists_hyperparameters_with_defaults():
     text = " ".join(result.stdout.split())
     for flag, default in (("--epochs", "5"), ("--batch-size", "64"), ("--lr", "0.01"), ("--momentum", "0.9"),
                           ("--wd", "0.0001"), ("--seed", "42"), ("--log-interval", "100"),
-                          ("--save-checkpoints", "True"),
-                          ("--tensorboard-dir", "/opt/ml/output/tensorboard")):
+                          ("--save-checkpoints", "True")):
         assert flag in text
         assert re.search(re.escape(flag) + r" \S+ .*?\(default: " + re.escape(default) + r"\)", text), flag
-    assert "--checkpoint-dir" in text and "/opt/ml/checkpoints" in text
+    assert "--checkpoint-dir" in text and "checkpointconfig.json's LocalPath, else /opt/ml/checkpoints" in text
+    assert "tensorboardoutputconfig.json's LocalPath, else /opt/ml/output/tensorboard" in text
     assert "--model-dir" in text and "SM_MODEL_DIR" in text
 
 

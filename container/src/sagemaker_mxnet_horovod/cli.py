@@ -68,9 +68,9 @@ def report(paths: Paths, outcome: Outcome) -> int:
 
 def parse(args: argparse.Namespace, env: dict, paths: Paths) -> tuple[TrainingConfig, HostFacts, dict]:
     """The job's configuration and this host's facts (SDK v3's driver files first, when given; the Debugger's and
-    the Profiler's files with it)."""
+    the Profiler's files with it, and the checkpoint and TensorBoard ones)."""
     from sagemaker_mxnet_horovod.compat import debugger
-    from sagemaker_mxnet_horovod.parse import host_facts
+    from sagemaker_mxnet_horovod.parse import host_facts, output_config
 
     if args.sdk_v3_driver:
         from sagemaker_mxnet_horovod.compat import sdk_v3
@@ -78,6 +78,7 @@ def parse(args: argparse.Namespace, env: dict, paths: Paths) -> tuple[TrainingCo
         env = sdk_v3.load_driver_env(args.sdk_v3_driver, paths.data_dir, env)
     config = load_training_config(env, env.get("SMMH_ENTRYPOINTS_DIR", DEFAULT_ENTRYPOINTS_DIR),
                                   debugger.read_configs(paths.config_dir))
+    config = output_config.apply(config, paths.config_dir)  # checkpoint and TensorBoard LocalPaths
     if args.sdk_v3_driver:
         env.update(sdk_v3.host_env(config.resource.hosts, config.resource.current_host))
     return config, host_facts.gather(env), env

@@ -103,7 +103,8 @@ def build_parser(model):
     g.add_argument("--resume", type=hp.str2bool, default=True,
                    help="resume from the newest checkpoint in the checkpoint dir")
     g.add_argument("--tensorboard", type=hp.str2bool, default=True, help="write TensorBoard scalars (rank 0)")
-    g.add_argument("--tensorboard-dir", default=sm.SM_TENSORBOARD_DIR_DEFAULT, help="TensorBoard log dir")
+    g.add_argument("--tensorboard-dir", default=None, help="TensorBoard log dir [default: "
+                   f"tensorboardoutputconfig.json's LocalPath, else {sm.SM_TENSORBOARD_DIR_DEFAULT}]")
 
     g = parser.add_argument_group("paths (flag, else SageMaker env var, else SageMaker default)")
     g.add_argument("--train-dir", default=None,
@@ -120,7 +121,8 @@ def build_parser(model):
     g.add_argument("--model-dir", default=None,
                    help=f"model output dir [default: $SM_MODEL_DIR or {sm.SM_MODEL_DIR_DEFAULT}]")
     g.add_argument("--checkpoint-dir", default=None,
-                   help=f"checkpoint dir [default: $SM_CHECKPOINT_DIR or {sm.SM_CHECKPOINT_DIR_DEFAULT}]")
+                   help=f"checkpoint dir [default: $SM_CHECKPOINT_DIR, else checkpointconfig.json's LocalPath, "
+                        f"else {sm.SM_CHECKPOINT_DIR_DEFAULT}]")
     g.add_argument("--output-data-dir", default=None,
                    help=f"validation results JSON [default: $SM_OUTPUT_DATA_DIR or {sm.SM_OUTPUT_DATA_DIR_DEFAULT}]")
     return parser
@@ -178,6 +180,7 @@ def parse_config(model, argv=None, environ=None):
     train_channel, train_dir = train_source(args.train_dir, environ)
     return hp.frozen_config(
         "RcnnConfig", args, model_dir=model_dir, checkpoint_dir=checkpoint_dir,
+        tensorboard_dir=sm.tensorboard_dir(args.tensorboard_dir, environ),
         output_data_dir=sm.resolve_path(args.output_data_dir, "SM_OUTPUT_DATA_DIR", sm.SM_OUTPUT_DATA_DIR_DEFAULT,
                                         environ),
         kvstore=choose_kvstore(args, environ), train_channel=train_channel, train_dir=train_dir,

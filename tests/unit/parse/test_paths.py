@@ -18,3 +18,11 @@ def test_sagemakers_directories_under_opt_ml():
 def test_another_root_moves_every_directory(tmp_path):
     paths = Paths(tmp_path)
     assert paths.failure_file == tmp_path / "output" / "failure" and paths.code_dir == tmp_path / "code"
+
+
+def test_local_paths_move_checkpoints_and_tensorboard_only():
+    paths = Paths(Path("/opt/ml"))
+    assert str(paths.tensorboard_dir) == "/opt/ml/output/tensorboard"
+    moved = Paths(Path("/opt/ml"), checkpoint_local_path=Path("/ckpt"), tensorboard_local_path=Path("/tb"))
+    assert (str(moved.checkpoint_dir), str(moved.tensorboard_dir)) == ("/ckpt", "/tb")
+    assert moved.model_dir == paths.model_dir and moved.output_dir == paths.output_dir

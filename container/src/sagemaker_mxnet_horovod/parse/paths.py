@@ -9,6 +9,9 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Paths:
     base: Path  # /opt/ml unless SAGEMAKER_BASE_DIR says otherwise (tests)
+    # The job's LocalPath in checkpointconfig.json / tensorboardoutputconfig.json (parse/output_config.py), if any.
+    checkpoint_local_path: Path | None = None
+    tensorboard_local_path: Path | None = None
 
     @property
     def config_dir(self) -> Path:
@@ -48,4 +51,10 @@ class Paths:
 
     @property
     def checkpoint_dir(self) -> Path:
-        return self.base / "checkpoints"
+        """Where SageMaker syncs checkpoints with S3 and restores them into on a restart."""
+        return self.checkpoint_local_path or self.base / "checkpoints"
+
+    @property
+    def tensorboard_dir(self) -> Path:
+        """Where SageMaker uploads TensorBoard events from (TensorBoardOutputConfig)."""
+        return self.tensorboard_local_path or self.base / "output" / "tensorboard"
