@@ -1,6 +1,7 @@
 """train_step: the R-CNN loss terms against smooth-L1 and cross-entropy written here from their formulas, with the
 documented rho and normalisers (docs/programs.md); and the box targets the network trains toward (GluonCV's Faster
-R-CNN, no pretrained backbone, as the program reads its outputs) against the boxes inference decodes from them.
+R-CNN, no pretrained backbone, as the program reads its outputs; the RPN's from the program's train transform) against
+the boxes inference decodes from them.
 
 The losses run on small arrays made here; the targets on one training forward of a ResNet-50 C4 Faster R-CNN at
 192 x 192 px with 32 RoIs sampled and 300 RPN proposals (cheap: the RCNN head's cost is per RoI), then one inference
@@ -214,3 +215,31 @@ def test_a_head_that_predicts_the_targets_detects_the_ground_truth_boxes(trained
     assert [f[0] for f in found] == [e[0] for e in expected], found
     for (cls, box), (_, gt) in zip(found, expected):
         np.testing.assert_allclose(box, gt, atol=SAME_BOX, err_msg=f"class {cls}")
+
+
+def test_rpn_targets_of_the_positive_anchors_decode_to_ground_truth_boxes_with_the_proposal_decoder(trained_forward):
+    """The RPN's box targets, built by the program's train transform and batchify (GluonCV's, on the CPU workers), at
+    the anchors the network's RPN predicts for (same order), decoded by the decoder the RPN's proposals use: each
+    positive anchor gives a ground-truth box, and every ground-truth box has one (GluonCV makes each box's best
+    anchor positive). A std, a sign or an anchor order that differs moves them."""
+    import mxnet as mx
+
+    net = trained_forward[0]
+    train_transform, train_batchify, _, _ = FASTER.transforms(net, 192, 192, 192, False, 1)
+    np.random.seed(0)  # the transform's flip and sampling
+    image = mx.nd.array(np.random.randint(0, 256, (192, 192, 3)), dtype="uint8")
+    label = np.array([[*box, cls] for box, cls in zip(GT_BOXES, GT_CLASSES)], dtype=np.float32)
+    batch = train_batchify([train_transform(image, label)])
+    sample = [element[0] if isinstance(element, (list, tuple)) else element for element in batch]
+    data, label, (_, rpn_box_targets, rpn_box_masks), _ = FASTER.split_sample(sample)
+    with mx.autograd.train_mode():
+        anchors = net(data, label[:, :, :4], label[:, :, 4:5])[7]
+    positive = rpn_box_masks.asnumpy()[0, :, 0] > 0
+    decoded = net.rpn.region_proposer._box_decoder(rpn_box_targets, anchors).asnumpy()[0][positive]
+    gt_boxes = label.asnumpy()[0, :, :4]
+    assert 4 <= len(decoded) <= 128, len(decoded)  # up to half of the 256 sampled anchors
+    nearest = np.abs(decoded[:, None, :] - gt_boxes[None]).max(axis=-1).argmin(axis=1)
+    np.testing.assert_allclose(decoded, gt_boxes[nearest], atol=SAME_BOX)
+    assert sorted(set(nearest)) == list(range(len(gt_boxes)))
+    moved = np.abs(anchors.asnumpy()[0][positive] - decoded).max(axis=-1)
+    assert (moved > 1).all(), moved  # no anchor is its box: every target is an offset
