@@ -7,8 +7,11 @@ constructor argument instead of the one the model zoo passes, e.g. num_sample=8 
 head) or rpn_train_post_nms=300 (RPN proposals per image in training): a cheaper model on the programs' code path.
 
 Recorded by rank 0 in the model dir: `weights-step-0.npz` (once every rank has them, before the first step) and
-`weights-step-1.npz` (after it). Everything else is the program's: config, Session (Horovod), data split, Trainer,
-learning-rate rule, train step, outputs.
+`weights-step-1.npz` (after it). By every rank r, in `optimizer-lr-rank-<r>.json`: for each optimizer step, the
+distinct learning rates the optimizer's update used for the weights it updated in that step (what MXNet's
+optimizer computes for each weight's update, its lr times the weight's lr_mult, read as the update asks for it: not
+the schedule's output, nor the log's). Everything else is the program's: config, Session (Horovod), data split,
+Trainer, learning-rate rule, train step, outputs.
 
 What is pinned for R-CNN, and why: the same image must get the same random draws whichever rank and batch it is in.
   * The train transform's draws (GluonCV's random flip and RPN anchor sampling, numpy) come from numpy's generator
@@ -19,6 +22,7 @@ What is pinned for R-CNN, and why: the same image must get the same random draws
 """
 
 import ast
+import json
 import os
 import random
 import sys
@@ -64,13 +68,15 @@ def recording(training_class, trainable):
             if hasattr(self, "train_transformed"):
                 self.train_transformed = ReseededPerImage(self.train_transformed)
             self.save("weights-step-0.npz")
-            step, steps = self.trainer.step, []
+            step, steps, used = self.trainer.step, [], recording_learning_rates(self.trainer)
 
             def recorded_step(*step_args, **step_kwargs):
+                used.clear()
                 step(*step_args, **step_kwargs)
-                steps.append(1)
+                steps.append(sorted(set(used)))
                 if len(steps) == 1:
                     self.save("weights-step-1.npz")
+                self.save_learning_rates(steps)
 
             self.trainer.step = recorded_step
 
@@ -80,7 +86,41 @@ def recording(training_class, trainable):
                 params = trainable(self.net)
                 np.savez(os.path.join(self.config.model_dir, name), **{k: p.data().asnumpy() for k, p in params.items()})
 
+        def save_learning_rates(self, steps):
+            os.makedirs(self.config.model_dir, exist_ok=True)
+            path = os.path.join(self.config.model_dir, f"optimizer-lr-rank-{self.session.rank}.json")
+            with open(path, "w") as f:
+                json.dump(steps, f)
+
     return Recorded
+
+
+# id(optimizer) -> the list that receives the learning rates of its weight updates.
+RECORDING = {}
+
+
+def recording_learning_rates(trainer):
+    """A list that receives the learning rate of every weight update the trainer's optimizers make (the updaters'
+    optimizers: those that update the weights when the kvstore does not). MXNet's SGD asks `_get_lrs` (several
+    weights at once) for the rates it passes to its update operator. Wrapped on the class, not the instance: the
+    checkpoint pickles the optimizer."""
+    used = []
+    for optimizer in {id(u.optimizer): u.optimizer for u in trainer._updaters}.values():
+        cls = type(optimizer)
+        if not getattr(cls._get_lrs, "recorded", False):
+            cls._get_lrs = recorded_get_lrs(cls._get_lrs)
+        RECORDING[id(optimizer)] = used
+    return used
+
+
+def recorded_get_lrs(get_lrs):
+    def _get_lrs(self, indices):
+        lrs = get_lrs(self, indices)
+        RECORDING.get(id(self), []).extend(float(lr) for lr in lrs)
+        return lrs
+
+    _get_lrs.recorded = True
+    return _get_lrs
 
 
 def overriding_construction(cls, overrides):

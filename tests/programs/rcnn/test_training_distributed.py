@@ -1,6 +1,7 @@
 """training (the R-CNN programs) across ranks: 2 ranks x 1 image train as 1 rank x the same 2 images (one big batch);
 and in that first step every loss term trains its part of the network (every trainable weight moves by its gradient,
-not by weight decay alone). That both layouts learn on one batch: test_training_learns.py.
+not by weight decay alone); every rank's optimizer updates with the documented learning rate at every step. That both
+layouts learn on one batch: test_training_learns.py.
 
 Each model trains the two layouts once, from the same weights, through its own main (recorded_run.py: rank 0 records
 the trainable weights around the first step; the models' random draws pinned per image, so that an image's draws do
@@ -15,6 +16,8 @@ last stage on 128 RoIs), so the runs are one iteration long, and a model's two l
 iterations, for a loss test now in test_training_learns.py, the module took 243-351 s on 2 cores; Faster R-CNN's
 runs 45 s of it with 1).
 """
+
+import json
 
 import pytest
 from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
@@ -95,3 +98,38 @@ def test_every_trainable_weight_takes_its_gradient_in_the_first_step(layouts):
         shares[name] = float(np.linalg.norm(change - decay) / size) if size else 0.0
     weak = {name: round(share, 3) for name, share in shares.items() if share < GRADIENT_SHARE}
     assert len(shares) > 40 and not weak, f"moved by weight decay alone, or not at all: {weak}"
+
+
+# The learning-rate run: 4 epochs of the one iteration the 2 images give a global batch of 2, with a cheaper Faster R-CNN
+# (8 RoIs sampled per image, 300 RPN proposals): the rule is the programs' one, shared by both models. Both layouts side
+# by side: 48 s in the module's run (the shared 2 cores at load ~17); 102 s alone with 5 epochs at load 10-16.
+LR_ARGS = ["--short", "192", "--max-size", "192", "--lr", "0.16", "--lr-warmup", "1", "--lr-warmup-factor", "0.25",
+           "--lr-decay-epoch", "2,3", "--lr-decay", "0.1", "--epochs", "4", "--max-iterations-per-epoch", "1"]
+# By hand from the documented rule (docs/programs.md): lr x global batch / 8 = 0.16 x 2 / 8 = 0.04; over the first
+# iteration warmed up from 0.25 x it (iteration g of 1: 0.25 x (1 - g) + g); x 0.1 from epoch 2, again from epoch 3.
+# One iteration per epoch: step k is epoch k.
+EXPECTED_LR = [0.04 * 0.25,  # first step: the warmup's start
+               0.04,  # the warmup's end
+               0.004,  # after the first decay epoch
+               0.0004]  # after the second
+
+
+@pytest.fixture(scope="module")
+def lr_layouts(two_images, tmp_path_factory):
+    return h.train_both_layouts("faster", tmp_path_factory.mktemp("lr"), two_images, LR_ARGS, 900,
+                                num_sample=8, rpn_train_post_nms=300)
+
+
+def test_every_rank_updates_with_the_documented_learning_rate_at_every_step(lr_layouts):
+    """What the optimizer used for each weight's update in each step (recorded_run.py wraps its update's lr lookup on
+    every rank), not the schedule's output nor the log: the first step, the warmup's end, after each decay epoch, for
+    1 rank x 2 images and 2 ranks x 1 image."""
+    one, two = lr_layouts
+    for job, ranks in ((one, 1), (two, 2)):
+        assert job.returncode == 0, job.explain()
+        for rank in range(ranks):
+            used = json.loads((job.model_dir / f"optimizer-lr-rank-{rank}.json").read_text())
+            assert len(used) == len(EXPECTED_LR), used
+            for step, (rates, expected) in enumerate(zip(used, EXPECTED_LR)):
+                assert len(rates) == 1 and rates[0] == pytest.approx(expected, rel=1e-6), \
+                    f"{ranks} ranks, rank {rank}, step {step}: the optimizer used {rates}, the rule gives {expected}"
