@@ -178,8 +178,9 @@ class RcnnTraining:
               f"train_images={len(self.train_ds)} iterations_per_epoch={self.steps} "
               f"val_images={len(self.val_ds) if self.val_ds is not None else 0} short={config.short} "
               f"max_size={config.max_size} pretrained_base={self.pretrained_path or False} "
-              f"loader_workers={config.num_workers} static_alloc={config.static_alloc} "
-              f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'}")
+              f"static_alloc={config.static_alloc} "
+              f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'} "
+              f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
         s.log(f"{model.prog}: {self.shard.describe()}")
         if self.val_data is not None:

@@ -1,6 +1,6 @@
 """training (the R-CNN programs end to end): real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
 against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline, how many DataLoader workers
-a rank runs by default.
+a rank runs by default, GluonCV's --clip-gradient and --static-alloc taking effect.
 
 Each run is a few iterations of ResNet-50 R-CNN at short side 256 (~10 s per iteration on 2 cores), so
 these are marked slow.
