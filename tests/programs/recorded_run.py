@@ -7,11 +7,11 @@ constructor argument instead of the one the model zoo passes, e.g. num_sample=8 
 head) or rpn_train_post_nms=300 (RPN proposals per image in training): a cheaper model on the programs' code path.
 
 Recorded by rank 0 in the model dir: `weights-step-0.npz` (once every rank has them, before the first step) and
-`weights-step-1.npz` (after it). By every rank r, in `optimizer-lr-rank-<r>.json`: for each optimizer step, the
-distinct learning rates the optimizer's update used for the weights it updated in that step (what MXNet's
-optimizer computes for each weight's update, its lr times the weight's lr_mult, read as the update asks for it: not
-the schedule's output, nor the log's). Everything else is the program's: config, Session (Horovod), data split,
-Trainer, learning-rate rule, train step, outputs.
+`weights-step-1.npz` (after it), and `hybridization-step-1.json`: how MXNet hybridized the net for that step. By
+every rank r, in `optimizer-lr-rank-<r>.json`: for each optimizer step, the distinct learning rates the optimizer's
+update used for the weights it updated in that step (what MXNet's optimizer computes for each weight's update, its lr
+times the weight's lr_mult, read as the update asks for it: not the schedule's output, nor the log's). Everything
+else is the program's: config, Session (Horovod), data split, Trainer, learning-rate rule, train step, outputs.
 
 What is pinned for R-CNN, and why: the same image must get the same random draws whichever rank and batch it is in.
   * The train transform's draws (GluonCV's random flip and RPN anchor sampling, numpy) come from numpy's generator
@@ -76,6 +76,7 @@ def recording(training_class, trainable):
                 steps.append(sorted(set(used)))
                 if len(steps) == 1:
                     self.save("weights-step-1.npz")
+                    self.save_hybridization("hybridization-step-1.json")
                 self.save_learning_rates(steps)
 
             self.trainer.step = recorded_step
@@ -91,6 +92,14 @@ def recording(training_class, trainable):
             path = os.path.join(self.config.model_dir, f"optimizer-lr-rank-{self.session.rank}.json")
             with open(path, "w") as f:
                 json.dump(steps, f)
+
+        def save_hybridization(self, name):
+            """How MXNet hybridized the net for the step: whether its graph was built and the flags it got."""
+            if self.session.rank == 0 and hasattr(self.net, "_flags"):
+                record = {"active": self.net._active, "graph_built": self.net._cached_op is not None,
+                          "flags": {k: v for k, v in self.net._flags if isinstance(v, (bool, int, float, str))}}
+                with open(os.path.join(self.config.model_dir, name), "w") as f:
+                    json.dump(record, f)
 
     return Recorded
 

@@ -6,6 +6,7 @@ log lines (``epoch=0 iter=1 ...``) and GluonCV's own scripts.
 """
 
 import argparse
+import math
 import os
 
 from mxnet_programs import hyperparameters as hp
@@ -40,6 +41,17 @@ def _epoch_list(text):
     return tuple(values)
 
 
+def _clip_gradient(text):
+    """C > 0 clips, any other number (GluonCV's default -1) does not."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"invalid clip value {text!r}: use a finite number (<= 0: no clipping)")
+    return value
+
+
 def build_parser(model):
     parser = hp.HyperparameterParser(prog=model.prog, description=model.description)
     g = parser.add_argument_group("training")
@@ -67,6 +79,13 @@ def build_parser(model):
                    help="DataLoader worker processes per rank (0: load in the training process) [default: on a GPU "
                         f"host, its cores per rank minus one; on a CPU host {CPU_LOADER_WORKERS}]")
     g.add_argument("--hybridize", type=hp.str2bool, default=True, help="hybridize the network")
+    g.add_argument("--static-alloc", type=hp.str2bool, nargs="?", const=True, default=False,
+                   help="hybridize with static memory allocation, in training and validation (GluonCV's "
+                        "--static-alloc; alone it means true)")
+    g.add_argument("--clip-gradient", type=_clip_gradient, default=-1.0,
+                   help="clip every element of the batch-averaged gradient to [-C, C] before the SGD update "
+                        "(MXNet's optimizer clip_gradient, GluonCV Mask R-CNN's --clip-gradient; weight decay is "
+                        "added after clipping); <= 0: no clipping")
 
     g = parser.add_argument_group("model")
     g.add_argument("--network", default="resnet50_v1b",

@@ -23,7 +23,7 @@ def validate(session, model, net, val_ds, val_tf, val_batchify, ctx, config, epo
     mx = session.mx
     start_time = time.time()
     if config.hybridize:
-        net.hybridize(static_alloc=False)  # drop the training graph: inference takes another path
+        net.hybridize(static_alloc=config.static_alloc)  # drop the training graph: inference takes another path
     start, end = val_shard(len(val_ds), session.rank, session.size)
     loader = mx.gluon.data.DataLoader(
         val_ds.transform(val_tf), batch_size=len(ctx), shuffle=False,

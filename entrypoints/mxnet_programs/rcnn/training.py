@@ -62,6 +62,8 @@ class RcnnTraining:
         optimizer_params = {"learning_rate": self.base_lr, "wd": config.wd, "momentum": config.momentum}
         if config.amp:
             optimizer_params["multi_precision"] = True
+        if config.clip_gradient > 0:  # GluonCV's rule: the optimizer clips each element (--clip-gradient)
+            optimizer_params["clip_gradient"] = config.clip_gradient
         local_kvstore = config.kvstore if config.kvstore in ("device", "local") and len(self.ctx) > 1 else None
         self.trainer = session.trainer(self.net.collect_train_params(), "sgd", optimizer_params, kvstore=local_kvstore)
         if self.amp is not None:
@@ -176,6 +178,8 @@ class RcnnTraining:
               f"train_images={len(self.train_ds)} iterations_per_epoch={self.steps} "
               f"val_images={len(self.val_ds) if self.val_ds is not None else 0} short={config.short} "
               f"max_size={config.max_size} pretrained_base={self.pretrained_path or False} "
+              f"static_alloc={config.static_alloc} "
+              f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'} "
               f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
         s.log(f"{model.prog}: {self.shard.describe()}")
@@ -216,7 +220,7 @@ class RcnnTraining:
         whether a stop was agreed at the epoch's end)."""
         config, model, s = self.config, self.model, self.session
         if config.hybridize:
-            self.net.hybridize(static_alloc=False)  # (re)build the training graph
+            self.net.hybridize(static_alloc=config.static_alloc)  # (re)build the training graph
         vote = s.stop_vote("rcnn.stop")
         s.debugger.training()
         sums = [0.0] * len(model.loss_names)

@@ -126,3 +126,26 @@ def test_kvstore_and_horovod_false():
     assert cli.parse_config(FASTER, ["--horovod", "false", "--kvstore", "device"], {}).kvstore == "device"
     with pytest.raises(ProgramError, match="--horovod false trains with --kv-store device, but --kvstore is dist_sync"):
         cli.parse_config(FASTER, ["--horovod", "false", "--kvstore", "dist_sync"], {"DMLC_ROLE": "worker"})
+
+
+def test_gluoncv_static_alloc_and_clip_gradient_parse_as_its_scripts_take_them():
+    parser = cli.build_parser(MASK)
+    defaults = parser.parse_args([])
+    assert defaults.static_alloc is False and defaults.clip_gradient == -1.0  # GluonCV's defaults: off
+    # GluonCV's command line as AWS's Mask R-CNN walkthrough writes it: a bare --static-alloc, --clip-gradient 1.5.
+    args = parser.parse_args(["--static-alloc", "--clip-gradient", "1.5", "--lr", "0.02"])
+    assert (args.static_alloc, args.clip_gradient, args.lr) == (True, 1.5, 0.02)
+    # As SageMaker sends hyperparameters: key and value, either spelling.
+    args = parser.parse_args(["--static_alloc", "False", "--clip_gradient", "-1"])
+    assert (args.static_alloc, args.clip_gradient) == (False, -1.0)
+    config = cli.parse_config(FASTER, ["--static-alloc", "true", "--clip-gradient", "5"], {})
+    assert (config.static_alloc, config.clip_gradient) == (True, 5.0)
+
+
+@pytest.mark.parametrize("argv", [["--clip-gradient", "nan"], ["--clip-gradient", "inf"], ["--clip-gradient", "x"],
+                                  ["--static-alloc", "maybe"]])
+def test_bad_static_alloc_or_clip_gradient_is_a_usage_error(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.build_parser(MASK).parse_args(argv)
+    assert exit_info.value.code == 2
+    assert argv[0] in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """training (the R-CNN programs end to end): real training runs on tiny synthetic COCO (CPU): 1 process and 2 ranks, validation, outputs, metric regexes
 against the real output, checkpoints, resume, SIGTERM, a failing DataLoader worker, the non-Horovod baseline, how many DataLoader workers
-a rank runs by default.
+a rank runs by default, GluonCV's --clip-gradient and --static-alloc taking effect.
 
 Each run is a few iterations of ResNet-50 R-CNN at short side 256 (~10 s per iteration on 2 cores), so
 these are marked slow.
@@ -15,8 +15,10 @@ import faster_rcnn
 import mask_rcnn
 import pytest
 from mxnet_programs.rcnn import data as rcnn_data
+from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from sagemaker_mxnet_horovod.parse.launch_rules import load_launch_rules
 
+from programs.helpers import recorded_first_step, recorded_run
 from programs.rcnn import helpers as h
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("needs_mxnet")]
@@ -235,3 +237,39 @@ def test_fpn_variant_trains_and_validates(coco, tmp_path, model):
     assert iter_lines(job.stdout) == [(0, 1)]
     assert re.search(r"^epoch=0 val_bbox_map=\S+", job.stdout, re.M)
     assert (job.model_dir / f"{net}-final.params").is_file()
+
+
+# Far below the first step's batch-averaged gradients: unclipped (the optimizer's clip_gradient dropped, in a copy),
+# resnetv1b_layers2_conv0_weight alone has an element moving 1.8e-4 = 18 x lr x CLIP in this test's step.
+CLIP = 1e-3
+
+
+def test_clip_gradient_bounds_every_weights_first_step_and_static_alloc_reaches_the_net(coco, tmp_path):
+    """GluonCV Mask R-CNN's --clip-gradient C and --static-alloc, as its script hands them to MXNet. Clipping: the
+    optimizer clips every element of the batch-averaged gradient to [-C, C] before the SGD update, so from zero
+    momentum and without weight decay the first step moves no weight element by more than lr x C, and with C far
+    below the gradients some by exactly that. Static allocation: the graph the first step ran was built with
+    static_alloc, and validation, which hybridizes again, runs with it too."""
+    np = pytest.importorskip("numpy")
+    command, path = recorded_run("mask", num_sample=8)
+    args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1", "--lr", "0.08", "--lr-warmup", "0",
+            "--wd", "0", "--clip-gradient", str(CLIP), "--static-alloc", "true", *dirs_args(tmp_path)]
+    job = h.run("mask", tmp_path, args, env={**h.channel_env(coco), **path}, command=command, timeout=900)
+    assert job.returncode == 0, job.explain()
+    ((_, lr),) = h.first_iterations(job, MASK.loss_names)
+    assert lr == 0.01  # 0.08 per 8 images x 1 image, no warmup
+    bound = lr * CLIP
+    before, after = recorded_first_step(job.model_dir)
+    largest = {}
+    for name in before.files:
+        change = np.abs(after[name].astype(np.float64) - before[name])
+        # float32: lr x clip(g) rounded once, then added to the weight (half an ulp of the result)
+        slack = bound * 1e-6 + np.spacing(np.maximum(np.abs(before[name]), np.abs(after[name])))
+        over = change - bound - slack
+        assert over.max() <= 0, f"{name}: an element moved {change.max():.3g} > lr x clip = {bound:.3g}"
+        largest[name] = float(change.max())
+    assert max(largest.values()) >= bound * (1 - 1e-5), f"nothing was clipped: {largest}"
+    hybridized = json.loads((job.model_dir / "hybridization-step-1.json").read_text())
+    assert hybridized["active"] and hybridized["graph_built"], hybridized
+    assert hybridized["flags"].get("static_alloc") is True, hybridized
+    assert re.search(r"^epoch=0 val_bbox_map=\S+ val_segm_map=\S+ val_images=2 ", job.stdout, re.M), job.explain()
