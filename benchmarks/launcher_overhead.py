@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from local_job import JobSpec, run_job  # noqa: E402
-from toolkit_job import as_toolkit_job, make_ssh_dir  # noqa: E402
+from local_job.toolkit import as_toolkit_job, make_ssh_dir  # noqa: E402
 
 CODE = ROOT / "tests" / "integration" / "code"
 

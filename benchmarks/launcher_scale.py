@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from launcher_overhead import PHASES, phases, program_seconds  # noqa: E402
 from local_job import JobSpec, run_job  # noqa: E402
-from toolkit_job import as_toolkit_job, make_ssh_dir  # noqa: E402
+from local_job.toolkit import as_toolkit_job, make_ssh_dir  # noqa: E402
 
 CODE = ROOT / "tests" / "integration" / "code"
 

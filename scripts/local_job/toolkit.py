@@ -11,7 +11,7 @@ import dataclasses
 import subprocess
 from pathlib import Path
 
-from local_job import JobSpec
+from .spec import JobSpec
 
 SETUP = r"""
 set -e

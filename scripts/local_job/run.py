@@ -1,34 +1,15 @@
-#!/usr/bin/env python3
-"""Run a SageMaker-like training job on N local containers of the image: the same files, network and
-`docker run IMAGE train` that SageMaker uses, without an AWS account.
-
-Each host gets its own /opt/ml (a directory under --workdir) with resourceconfig.json, hyperparameters.json
-and inputdataconfig.json; containers join a private network under the names algo-1..algo-N, while their own
-hostnames are random (as in SDK local mode, where the hostname is the container id). Channels are
-bind-mounted read-only (File and FastFile mode alike: a mount read on demand); Pipe-mode channels are fed through
-FIFOs <channel>_<epoch> as SageMaker does. A ShardedByS3Key channel gives each host its own part, as SageMaker
-does: `--channel train=part1,part2:ShardedByS3Key` (one directory per host, in host order).
-
-  scripts/local_job.py --image sagemaker-mxnet-horovod:cpu --hosts 2 \\
-      --hp sagemaker_program=mnist --hp epochs=2 --channel train=data/train --channel test=data/test
-
-Used by the integration tests, `make demo` and the benchmarks (import run_job). Stdlib only. The steps of a job are
-here; what it is and returns is local_job_spec.py, its containers local_job_docker.py, each host's /opt/ml
-local_job_hosts.py.
-"""
+"""The steps of a local job (local_job/__init__.py says what one is): each host's /opt/ml set up (hosts.py), the
+containers started at once on a private network (containers.py), their exits awaited until the job's timeout, each
+host's result read (spec.py's HostResult), and the containers and network removed whatever happens. Stdlib only."""
 
 from __future__ import annotations
 
-import argparse
 import secrets
-import shutil
-import sys
 import threading
 import time
 from pathlib import Path
 
-from local_job_docker import (
-    DOCKER,
+from .containers import (
     RunningJob,
     create_network,
     docker,
@@ -38,11 +19,8 @@ from local_job_docker import (
     resolve_late,
     timed_log,
 )
-from local_job_hosts import open_start_gate, set_up_host
-from local_job_spec import Channel, HostResult, JobResult, JobSpec, host_names
-
-# What the integration tests, `make demo`, the fault suite and the benchmarks import from here.
-__all__ = ["DOCKER", "Channel", "HostResult", "JobResult", "JobSpec", "RunningJob", "docker_time", "run_job"]
+from .hosts import open_start_gate, set_up_host
+from .spec import HostResult, JobResult, JobSpec, host_names
 
 
 def run_job(spec: JobSpec, workdir: Path, project: str | None = None) -> JobResult:
@@ -147,59 +125,3 @@ def host_result(spec: JobSpec, host: str, root: Path, cid: str | None, exit_seco
         logs = done.stdout + done.stderr
     return HostResult(host, None if running else int(state[0]), logs, failure, root, exit_seconds,
                       docker_time(state[1]), None if running else docker_time(state[2]), timed)
-
-
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
-    parser.add_argument("--hosts", type=int, default=2)
-    parser.add_argument("--hp", action="append", default=[], metavar="KEY=VALUE", help="hyperparameter")
-    parser.add_argument("--channel", action="append", default=[], metavar="NAME=DIR[:Pipe|:FastFile]",
-                        help="a channel; NAME=DIR1,DIR2,...:ShardedByS3Key gives host N its own DIR N")
-    parser.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--workdir", type=Path, default=Path("out/local-job"))
-    parser.add_argument("--timeout", type=float, default=1800)
-    parser.add_argument("--pipe-epochs", type=int, default=1)
-    parser.add_argument("--shm-size", default="1g", help="each container's /dev/shm (docker --shm-size)")
-    parser.add_argument("--instance-group", action="append", default=[], metavar="NAME=HOST,HOST",
-                        help="a heterogeneous cluster's instance group (repeat; default: one homogeneousCluster)")
-    args = parser.parse_args(argv)
-
-    channels = []
-    for item in args.channel:
-        name, _, rest = item.partition("=")
-        source, _, mode = rest.partition(":")
-        if mode == "ShardedByS3Key":
-            parts = [Path(p) for p in source.split(",")]
-            if len(parts) != args.hosts:
-                parser.error(f"--channel {item}: {len(parts)} parts for {args.hosts} hosts")
-            channels.append(Channel(name, parts[0], "File", mode, dict(zip(host_names(args.hosts), parts))))
-        else:
-            channels.append(Channel(name, Path(source), mode or "File"))
-    spec = JobSpec(image=args.image, hosts=args.hosts,
-                   hyperparameters=dict(item.split("=", 1) for item in args.hp),
-                   channels=channels, env=dict(item.split("=", 1) for item in args.env),
-                   timeout_s=args.timeout, pipe_epochs=args.pipe_epochs, shm_size=args.shm_size,
-                   instance_groups={name: hosts.split(",") for name, _, hosts in
-                                    (item.partition("=") for item in args.instance_group)})
-    if args.workdir.exists():
-        shutil.rmtree(args.workdir)
-    args.workdir.mkdir(parents=True)
-    result = run_job(spec, args.workdir)
-    for host in result.hosts:
-        print(f"===== {host.name} (exit {host.exit_code}) =====")
-        print(host.logs.rstrip())
-    print("=" * 60)
-    print(f"job finished in {result.seconds:.1f} s; exit codes: "
-          + ", ".join(f"{h.name}={h.exit_code}" for h in result.hosts))
-    for host in result.hosts:
-        if host.failure:
-            print(f"{host.name} failure: {host.failure}")
-    print(f"model (master): {result.master.root / 'model'}")
-    print(f"output (master): {result.master.root / 'output'}")
-    return 0 if all(code == 0 for code in result.exit_codes) and not result.timed_out else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,9 +1,9 @@
-"""scripts/local_job_docker.py's reading of docker's timestamps (the demo's and the multi-container tests' job
+"""scripts/local_job/containers.py's reading of docker's timestamps (the demo's and the multi-container tests' job
 times), on every host Python: its UTC is datetime.timezone.utc, not 3.11's datetime.UTC."""
 
 import calendar
 
-from local_job_docker import docker_time
+from local_job.containers import docker_time
 
 
 def test_a_docker_timestamp_is_its_seconds_since_the_epoch_to_the_microsecond():

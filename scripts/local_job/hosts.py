@@ -1,4 +1,4 @@
-"""Each host's /opt/ml for scripts/local_job.py, as SageMaker writes it: its config files, the code, the Pipe-mode
+"""Each host's /opt/ml for local_job (run.py), as SageMaker writes it: its config files, the code, the Pipe-mode
 channels fed through FIFOs, and the start gate that lets every host's command start at once. Stdlib only."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import threading
 import time
 from pathlib import Path
 
-from local_job_docker import RunningJob
-from local_job_spec import START_GATE, Channel, JobSpec
+from .containers import RunningJob
+from .spec import START_GATE, Channel, JobSpec
 
 
 def prepare_host(root: Path, spec: JobSpec, host: str, hosts: list) -> None:

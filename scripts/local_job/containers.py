@@ -1,4 +1,4 @@
-"""The job's containers, through the docker CLI, for scripts/local_job.py: docker itself and its clock, the job's
+"""The job's containers, through the docker CLI, for local_job (run.py): docker itself and its clock, the job's
 network (a name that resolves late, an interface renamed back to eth0), each host's `docker run`, what a fault
 injector may do to the running job (RunningJob), and the logs. Stdlib only."""
 
@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from local_job_spec import MOUNTED_MODES, START_GATE, JobSpec
+from .spec import MOUNTED_MODES, START_GATE, JobSpec
 
 DOCKER = os.environ.get("DOCKER", "docker")
 

@@ -1,4 +1,4 @@
-"""What scripts/local_job.py runs and returns, as data: a job (JobSpec: its image, hosts, hyperparameters, channels,
+"""What local_job runs and returns, as data: a job (JobSpec: its image, hosts, hyperparameters, channels,
 and what to do to it), each channel, and the result of each host and of the job. Stdlib only."""
 
 from __future__ import annotations
