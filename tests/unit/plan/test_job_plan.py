@@ -6,7 +6,6 @@ import shlex
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.compat.debugger import read_configs
 from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
@@ -14,6 +13,7 @@ from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import load_training_config, parse_training_config
 from sagemaker_mxnet_horovod.plan.job_plan import describe
+from unit_helpers import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs' launch rules

@@ -2,6 +2,6 @@
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SRC = REPO / "container" / "src"  # the launcher's source, for tests that start it as a process
 ENTRYPOINTS = REPO / "entrypoints"  # the built-in programs and their launch rules

@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-import unit_paths
-from live_output import wait_for_line
+from . import unit_paths
+from .live_output import wait_for_line
 
 LAUNCHER = """
 import sys, time

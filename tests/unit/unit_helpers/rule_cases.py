@@ -4,7 +4,6 @@ every helper under tests/."""
 
 from pathlib import Path
 
-import unit_paths
 from sagemaker_mxnet_horovod.backends.registry import choose
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
@@ -12,6 +11,8 @@ from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs
 from sagemaker_mxnet_horovod.plan.layout import plan_layout
 from sagemaker_mxnet_horovod.plan.programs import resolve_program
+
+from . import unit_paths
 
 ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0")

@@ -5,11 +5,12 @@ directory on sys.path, so two helpers of one name would shadow each other."""
 import json
 from pathlib import Path
 
-import unit_paths
 from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
+
+from . import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
