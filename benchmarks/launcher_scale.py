@@ -15,7 +15,7 @@ once, and the overhead counts from that moment. The one Docker daemon of this ma
 one after another, ~0.1 s apart even when they only sleep (container_start_spread.py): without the gate that
 wait is in the overhead, which is what a launcher adds once every host is up only with it.
 
-  python3 benchmarks/launcher_scale.py [--image sagemaker-mxnet-horovod:cpu [OTHER_IMAGE ...]]
+  python3 -m benchmarks.launcher_scale [--image sagemaker-mxnet-horovod:cpu [OTHER_IMAGE ...]]
       [--hosts 2 4 8 16] [--toolkit-hosts 2 4 8] [--repeat 2]
 
 With several images (before and after a change), they alternate within each round, job by job.
@@ -30,13 +30,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.common.launcher_phases import PHASES, phases, program_seconds
+from scripts.local_job import JobSpec, run_job
+from scripts.local_job.toolkit import as_toolkit_job, make_ssh_dir
 
-from launcher_overhead import PHASES, phases, program_seconds  # noqa: E402
-from local_job import JobSpec, run_job  # noqa: E402
-from local_job.toolkit import as_toolkit_job, make_ssh_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CODE = ROOT / "tests" / "integration" / "code"
 

@@ -8,7 +8,7 @@ process's start: interpreter start included); exit CPU is the process's whole CP
 child) minus its CPU at the last line; exit wall is the last line to the parent's wait returning. Images
 alternate round by round, so a change in the machine's load hits both. Prints medians and old/new ratios.
 
-  python3 benchmarks/rank_startup.py --old sagemaker-mxnet-horovod:cpu --new smh-startup:cpu [--runs 5]
+  python3 -m benchmarks.rank_startup --old sagemaker-mxnet-horovod:cpu --new smh-startup:cpu [--runs 5]
       [--rounds 2]
 """
 

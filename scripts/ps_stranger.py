@@ -71,8 +71,7 @@ def main() -> int:
     if args.stranger:
         stranger(args.stranger)
         return 0
-    sys.path.insert(0, str(Path(__file__).parent))
-    from local_job import Channel, JobSpec, run_job
+    from local_job import Channel, JobSpec, run_job  # scripts/ is sys.path[0]; not needed in the stranger's container
 
     work = Path(tempfile.mkdtemp(prefix="ps-stranger-"))
     data = work / "mnist"

@@ -1,5 +1,5 @@
 """Where a step's time goes on an emulated link, from the link probe's record and Horovod's timeline of its
-traced steps (benchmarks/link_probe), placed on one clock: the timeline's events count from the wall-clock
+traced steps (benchmarks/probes/link_probe), placed on one clock: the timeline's events count from the wall-clock
 moment in its first event, and the probe's record has the offset between the wall clock and its own.
 
 Per traced step, on rank 0: when the first and the last gradient existed (the backward pass's gradients, from the
@@ -17,7 +17,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from emulated_link import TCP_PAYLOAD_SHARE
+from benchmarks.common.emulated_link import TCP_PAYLOAD_SHARE
 
 
 def read_timeline(path: Path) -> list:

@@ -1,4 +1,4 @@
-"""What benchmarks/link_scaling.py trains on the emulated links: the link probe (benchmarks/link_probe: 25M
+"""What benchmarks/link_scaling.py trains on the emulated links: the link probe (benchmarks/probes/link_probe: 25M
 parameters, a CPU host's or an emulated GPU host's compute; or, emulated GPU hosts of Faster or Mask R-CNN, the
 probe with that network's layers: their parameters and shares of the compute, profiled in the image by
 link_probe/rcnn_profile.py) or a built-in R-CNN program (Faster or Mask R-CNN, ResNet-50 backbone, random
@@ -15,9 +15,9 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from local_job import DOCKER, Channel, JobSpec
+from scripts.local_job import DOCKER, Channel, JobSpec
 
-PROBE = Path(__file__).resolve().parent / "link_probe"
+PROBE = Path(__file__).resolve().parents[1] / "probes" / "link_probe"
 RCNN_ITERATION = re.compile(r"(?:\[1,0\]<stdout>:)?epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)")
 # The parameters Horovod sums every step: the programs' collect_train_params() less the anchors (no gradient:
 # Horovod skips them), counted in the image by `trainable_parameters` (33.6M for Faster R-CNN, 35.7M for Mask

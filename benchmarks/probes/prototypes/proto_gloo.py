@@ -1,6 +1,6 @@
 """Prototype, not shipped: Horovod's Gloo controller and CPU allreduce for ranks that mpirun starts.
 
-Installed as a .pth hook in a throwaway image (benchmarks/prototypes/Dockerfile); active when the job's
+Installed as a .pth hook in a throwaway image (benchmarks/probes/prototypes/Dockerfile); active when the job's
 environment has PROTO_GLOO=1. Each rank sets the variables horovodrun would set for Gloo from Open MPI's own
 (one host = one block of local ranks, as the launcher maps them); rank 0 serves Horovod's own HTTP rendezvous
 store, the others wait until it listens. Used for docs/benchmarks.md ("A second tuning session").
