@@ -31,16 +31,13 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common.launcher_phases import PHASES, phases, program_seconds
+from benchmarks.common.machine import load
 from scripts.local_job import JobSpec, run_job
 from scripts.local_job.toolkit import as_toolkit_job, make_ssh_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
 CODE = ROOT / "tests" / "integration" / "code"
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def run_once(image: str, launcher: str, hosts: int, workdir: Path, ssh_dir: Path, start_gate: bool):

@@ -21,6 +21,8 @@ import statistics
 import subprocess
 import sys
 
+from benchmarks.common.machine import load
+
 DOCKER = os.environ.get("DOCKER", "docker")
 
 # The rank: its import and its exit. Prints its clocks at its last line.
@@ -58,10 +60,6 @@ def run(image: str, runs: int) -> list[dict]:
     if out.returncode != 0:
         raise SystemExit(f"{image}: probe failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> int:

@@ -27,15 +27,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.common.machine import load
+
 DOCKER = os.environ.get("DOCKER", "docker")
 PROBE_DIR = Path(__file__).resolve().parent / "probes" / "rcnn_input_probe"
 # vCPUs and GPUs per instance (AWS's instance table): both have 96 vCPUs (48 physical cores) and 8 GPUs.
 INSTANCES = {"ml.p3dn.24xlarge (8 V100)": (96, 8), "ml.p4d.24xlarge (8 A100)": (96, 8)}
 MARGIN = 1.5  # the pipeline must deliver this much more than the GPUs consume
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def measure(image: str, data: Path, model: str, args, env: dict, extra: list) -> list[dict]:
