@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common.machine import load
-from benchmarks.common.probed_runs import PROBE_DIR, phases, run_probed
+from benchmarks.common.probed_runs import PROBE_DIR, PROBE_ENV, phases, run_probed
 from scripts.local_job import DOCKER, Channel, JobSpec
 
 CONFIGURATIONS = {  # name -> (environment, mpirun options, cpusets)
@@ -69,7 +69,7 @@ def job_spec(image: str, data: Path, epochs: int, config: tuple, dissect: bool, 
         mpi_options += f" -x FIRST_STEPS_SYNC={SYNC_STEPS} -x DNNL_VERBOSE=2"
     if mpi_options.strip():
         hps["sagemaker_mpi_custom_mpi_options"] = mpi_options.strip()
-    return JobSpec(image=image, hosts=2, hyperparameters=hps, env=env, cpusets=cpusets, code_dir=PROBE_DIR,
+    return JobSpec(image=image, hosts=2, hyperparameters=hps, env={**env, **PROBE_ENV}, cpusets=cpusets, code_dir=PROBE_DIR,
                    channels=[Channel("train", data / "train"), Channel("test", data / "test")], timeout_s=1200,
                    during=during)
 

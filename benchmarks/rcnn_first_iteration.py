@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common.machine import load
-from benchmarks.common.probed_runs import PROBE_DIR, phases, run_probed
+from benchmarks.common.probed_runs import PROBE_DIR, PROBE_ENV, phases, run_probed
 from scripts.local_job import DOCKER, Channel, JobSpec
 
 INPUT_PROBE_DIR = Path(__file__).resolve().parent / "probes" / "rcnn_input_probe"
@@ -55,7 +55,7 @@ def run(model: str, name: str, image: str, data: Path, workdir: Path, args) -> d
            "epochs": "1", "max-iterations-per-epoch": str(args.iterations), "log-interval": "1", "lr-warmup": "0",
            "resume": "false", "tensorboard": "false", **extra}
     _, records, sampler = run_probed(
-        lambda during: JobSpec(image=image, hosts=2, hyperparameters=hps, env=env, code_dir=PROBE_DIR, during=during,
+        lambda during: JobSpec(image=image, hosts=2, hyperparameters=hps, env={**env, **PROBE_ENV}, code_dir=PROBE_DIR, during=during,
                                channels=[Channel("train", data)], timeout_s=3600), workdir, f"{model} {name}")
     epoch = records[0]["epochs"][0]
     ends = [epoch["start"]] + [end for _, end in epoch["stepped"]]

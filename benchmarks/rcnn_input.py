@@ -37,7 +37,9 @@ MARGIN = 1.5  # the pipeline must deliver this much more than the GPUs consume
 
 
 def measure(image: str, data: Path, model: str, args, env: dict, extra: list) -> list[dict]:
+    # measure.py imports the built-in programs from where the image installs them.
     argv = [DOCKER, "run", "--rm", "-v", f"{data}:/data:ro", "-v", f"{PROBE_DIR}:/bench:ro", "--shm-size", "2g",
+            "-e", "PYTHONPATH=/opt/entrypoints",
             *[flag for key, value in env.items() for flag in ("-e", f"{key}={value}")],
             "--entrypoint", "python", image, "/bench/measure.py", "/data", "--model", model, "--images",
             str(args.images), "--short", str(args.short), "--max-size", str(args.max_size), *extra]

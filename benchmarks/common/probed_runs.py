@@ -14,6 +14,9 @@ from pathlib import Path
 from scripts.local_job import run_job
 
 PROBE_DIR = Path(__file__).resolve().parents[1] / "probes" / "first_epoch_probe"
+# The probes import the built-in programs from where the image installs them; mpirun exports PYTHONPATH to every
+# rank (backends/mpi/mpirun.py's EXPORTED_NAMES), so the job's environment reaches the worker hosts' ranks too.
+PROBE_ENV = {"PYTHONPATH": "/opt/entrypoints"}
 
 
 class CpuSampler:

@@ -1,7 +1,8 @@
 """The built-in Faster or Mask R-CNN program (mxnet_programs.rcnn, as /opt/entrypoints/faster_rcnn.py and
-mask_rcnn.py run it) with a clock on the phases of its start and on every training iteration: benchmarks/first_epoch.py
---program faster_rcnn|mask_rcnn runs this file as the job's program (hyperparameter probe-model names the model), so
-each rank runs the image's own R-CNN code; nothing changes but for timestamps taken around the functions it calls.
+mask_rcnn.py run it) with a clock on the phases of its start and on every training iteration:
+benchmarks/rcnn_first_iteration.py runs this file as the job's program (hyperparameter probe-model names the model), so
+each rank runs the image's own R-CNN code, found through the job's PYTHONPATH=/opt/entrypoints
+(benchmarks/common/probed_runs.py's PROBE_ENV); nothing changes but for timestamps taken around the functions it calls.
 Each rank writes its record to /opt/ml/output/data/first-steps-rank<R>.json when training ends.
 
 Phases (wall time between two marks on this rank): python (the interpreter's start to this file's first line),
@@ -18,7 +19,6 @@ import sys
 import time
 
 FIRST_LINE = time.time()
-sys.path.insert(0, "/opt/entrypoints")
 
 
 def process_start():

@@ -1,6 +1,7 @@
 """The built-in MNIST program (mxnet_programs.mnist, as /opt/entrypoints/mnist.py runs it) with a clock on the phases
 of its start and on every training step: benchmarks/first_epoch.py runs this file as the job's program
-(sagemaker_submit_directory=/opt/ml/code), so each rank runs the very code of the image's built-in program.
+(sagemaker_submit_directory=/opt/ml/code), so each rank runs the very code of the image's built-in program, found
+through the job's PYTHONPATH=/opt/entrypoints (benchmarks/common/probed_runs.py's PROBE_ENV; mpirun exports it).
 
 Nothing of the program changes but for timestamps taken around the functions it calls (wrapped from outside), and,
 with FIRST_STEPS_SYNC=N, a wait for the engine after the forward pass, after backward and after the optimizer step
@@ -28,7 +29,6 @@ import sys
 import time
 
 FIRST_LINE = time.time()
-sys.path.insert(0, "/opt/entrypoints")
 
 
 def process_start():

@@ -9,16 +9,13 @@ transforms and batchify, the DataLoader train_loader builds), on a COCO layout c
   loader   the DataLoader as the program builds it with W worker processes, consumed as training would (every
            array of every batch waited for): seconds to the first batch, images/s after it
 
-    python measure.py DATA_DIR --model faster|mask --images N --workers 0 1 2 [--short 800] [--max-size 1333]
+    PYTHONPATH=/opt/entrypoints python measure.py DATA_DIR --model faster|mask --images N --workers 0 1 2 [--short 800] [--max-size 1333]
 """
 
 import argparse
 import json
 import os
-import sys
 import time
-
-sys.path.insert(0, "/opt/entrypoints")
 
 
 def flat(value):
