@@ -3,7 +3,7 @@
 accuracy: the same 2-host job (a core per host, one rank each) with and without it, for each seed, side by side;
 per epoch the validation accuracy and the training loss, from the program's metrics.json.
 
-  python3 benchmarks/compression_accuracy.py --data path/to/mnist [--image sagemaker-mxnet-horovod:cpu]
+  python3 -m benchmarks.compression_accuracy --data path/to/mnist [--image sagemaker-mxnet-horovod:cpu]
       [--seeds 1 2 3] [--epochs 5]
 """
 
@@ -17,12 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from local_job import Channel, JobSpec, run_job  # noqa: E402
-from weak_scaling import load  # noqa: E402
+from benchmarks.common.machine import load
+from scripts.local_job import Channel, JobSpec, run_job
 
 COMPRESSIONS = ("none", "fp16")
 

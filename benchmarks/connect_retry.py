@@ -7,7 +7,7 @@ Per trial: a listener on 127.0.0.1 whose queue (listen(0)) one connection fills;
 accepts that one, making room. Each way connects as the trial starts; the figure is start to connected. The two
 ways alternate within each round. Prints every trial, the medians and their ratio (plain / launcher).
 
-  PYTHONPATH=container/src python3 benchmarks/connect_retry.py [--room-after 0.3] [--repeat 10]
+  PYTHONPATH=container/src python3 -m benchmarks.connect_retry [--room-after 0.3] [--repeat 10]
 
 This was a unit test's timed bound (connected within 0.9 s where the resend takes 1.0 s); the unit test now
 checks only that the worker gets in once there is room.

@@ -4,7 +4,7 @@
 threads. Prints, per count and way: first to last start, how late algo-1 started after the first, and the
 first request to the last start (docker's clock for the starts). The containers only sleep.
 
-  python3 benchmarks/container_start_spread.py [--image sagemaker-mxnet-horovod:cpu] [--hosts 8 16] [--repeat 2]
+  python3 -m benchmarks.container_start_spread [--image sagemaker-mxnet-horovod:cpu] [--hosts 8 16] [--repeat 2]
 """
 
 from __future__ import annotations
@@ -15,11 +15,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-from local_job import DOCKER, docker_time  # noqa: E402
+from scripts.local_job import DOCKER, docker_time
 
 
 def docker(*args: str) -> str:

@@ -14,7 +14,7 @@ Per configuration: the median time per step of the steady epoch (the last, from 
 Debugger, and what each wrote under /opt/ml/output/tensors and /opt/ml/output/profiler (files, MiB, steps;
 "-": not even the directory).
 
-  python3 benchmarks/debugger_overhead.py [--image sagemaker-mxnet-horovod:cpu] [--train 12000] [--epochs 2]
+  python3 -m benchmarks.debugger_overhead [--image sagemaker-mxnet-horovod:cpu] [--train 12000] [--epochs 2]
       [--repeat 3]
 """
 
@@ -28,11 +28,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from scripts.local_job import DOCKER, Channel, JobSpec, run_job
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
-
 FIXTURES = ROOT / "tests" / "fixtures" / "debugger"
 BATCH = 64
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Where the first epoch's extra time goes: the built-in MNIST at `make demo`'s settings, configurations side by side.
 
-    python3 benchmarks/first_epoch.py --image sagemaker-mxnet-horovod:cpu [--epochs 4] [--repeat 2] [--dissect]
+    python3 -m benchmarks.first_epoch --image sagemaker-mxnet-horovod:cpu [--epochs 4] [--repeat 2] [--dissect]
         [--baseline-image OLD_IMAGE]
 
 Every run is `make demo`'s job (scripts/demo.py): 2 hosts (containers on this machine), 1 rank each, synthetic
 MNIST from the image's `synth-data` (6,000 training samples per epoch), batch 64. The program is the image's
-built-in MNIST run through benchmarks/first_epoch_probe/first_steps.py, which only adds timestamps (the phases
+built-in MNIST run through benchmarks/probes/first_epoch_probe/first_steps.py, which only adds timestamps (the phases
 of the start, every training step). Configurations, alternating within each round:
 
   defaults              the job as `make demo` runs it: local_job writes SDK local mode's instance type, and the
@@ -36,16 +36,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from benchmarks.common.machine import load
+from benchmarks.common.probed_runs import PROBE_DIR, PROBE_ENV, phases, run_probed
+from scripts.local_job import DOCKER, Channel, JobSpec
 
-from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
-
-PROBE_DIR = Path(__file__).resolve().parent / "first_epoch_probe"
 CONFIGURATIONS = {  # name -> (environment, mpirun options, cpusets)
     "defaults": ({}, "", {}),
     "OMP_NUM_THREADS=1": ({"OMP_NUM_THREADS": "1"}, "", {}),
@@ -64,10 +60,6 @@ DNNL_LINE = re.compile(r"^\[1,(\d+)\]<stdout>:dnnl_verbose,(create:cache_miss|cr
 MARKER_LINE = re.compile(r"^\[1,(\d+)\]<stdout>:first-steps: (?:epoch (\d+) )?step (\d+) (\w+)$")
 
 
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def job_spec(image: str, data: Path, epochs: int, config: tuple, dissect: bool, during) -> JobSpec:
     env, mpi_options, cpusets = config
     hps = {"sagemaker_program": "first_steps.py", "sagemaker_submit_directory": "/opt/ml/code",
@@ -77,61 +69,9 @@ def job_spec(image: str, data: Path, epochs: int, config: tuple, dissect: bool, 
         mpi_options += f" -x FIRST_STEPS_SYNC={SYNC_STEPS} -x DNNL_VERBOSE=2"
     if mpi_options.strip():
         hps["sagemaker_mpi_custom_mpi_options"] = mpi_options.strip()
-    return JobSpec(image=image, hosts=2, hyperparameters=hps, env=env, cpusets=cpusets, code_dir=PROBE_DIR,
+    return JobSpec(image=image, hosts=2, hyperparameters=hps, env={**env, **PROBE_ENV}, cpusets=cpusets, code_dir=PROBE_DIR,
                    channels=[Channel("train", data / "train"), Channel("test", data / "test")], timeout_s=1200,
                    during=during)
-
-
-class CpuSampler:
-    """The machine's busy CPU time and the job's containers' own (cgroup v1 cpuacct), sampled while the job runs:
-    what other work took from the cores during each epoch (this machine is shared)."""
-
-    def __init__(self):
-        self.samples = []  # (epoch seconds, machine busy CPU-s, the job's containers' CPU-s)
-        self.stop = threading.Event()
-        self.tick = os.sysconf("SC_CLK_TCK")
-
-    def machine_busy(self) -> float:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        return (sum(fields[:8]) - fields[3] - fields[4]) / self.tick  # all but idle and iowait
-
-    def run(self, job) -> None:
-        while not self.stop.is_set():
-            used = 0.0
-            for cid in list(job.containers.values()):
-                try:
-                    used += int(Path(f"/sys/fs/cgroup/cpuacct/docker/{cid}/cpuacct.usage").read_text()) / 1e9
-                except (OSError, ValueError):
-                    pass  # not started yet, or gone
-            self.samples.append((time.time(), self.machine_busy(), used))
-            self.stop.wait(0.25)
-
-    def other_cpu_per_second(self, start: float, end: float) -> float | None:
-        """CPU-s per wall second that processes outside the job's containers used between start and end."""
-        inside = [s for s in self.samples if start <= s[0] <= end]
-        if len(inside) < 2:
-            return None
-        (t0, busy0, job0), (t1, busy1, job1) = inside[0], inside[-1]
-        return max(0.0, (busy1 - busy0) - (job1 - job0)) / (t1 - t0)
-
-
-def run_probed(spec_for, workdir: Path, what: str):
-    """Run the job spec_for(during) builds, sampling the machine's CPU meanwhile; its result, every rank's probe
-    record (first-steps-rank<R>.json in output/data) by rank, and the sampler. A failed job ends the benchmark."""
-    sampler = CpuSampler()
-    try:
-        result = run_job(spec_for(sampler.run), workdir)
-    finally:
-        sampler.stop.set()
-    if any(code != 0 for code in result.exit_codes) or result.timed_out:
-        sys.exit(f"benchmark: {what} failed:\n{result.describe()}")
-    records = {}
-    for host in result.hosts:
-        for path in (host.root / "output" / "data").glob("first-steps-rank*.json"):
-            record = json.loads(path.read_text())
-            records[record["rank"]] = record
-    return result, records, sampler
 
 
 def run(name: str, image: str, data: Path, workdir: Path, args, dissect: bool = False) -> dict:
@@ -144,11 +84,6 @@ def run(name: str, image: str, data: Path, workdir: Path, args, dissect: bool = 
     other = [sampler.other_cpu_per_second(e["start"], e["end"]) for e in epochs]
     return {"records": records, "epoch_seconds": [h["seconds"] for h in history], "other_cpu": other,
             "omp": f"{omp[1]} ({omp[2]})" if omp else "?", "logs": result.master.logs + "\n" + result.hosts[1].logs}
-
-
-def phases(record: dict) -> dict:
-    marks = record["marks"]
-    return {name: at - marks[i - 1][1] for i, (name, at) in enumerate(marks) if i}
 
 
 def step_seconds(epoch: dict) -> list:

@@ -13,7 +13,7 @@ horovod_timeline hyperparameter), and its allreduces are split per step into neg
 rank has submitted the tensor: the slowest rank's compute plus coordination cycles) and the allreduce itself.
 A variant that makes the job fail is reported as FAILED and the run goes on. Figures: docs/benchmarks.md.
 
-  python3 benchmarks/horovod_tuning.py --image IMAGE --data /path/to/mnist [--layout "2 hosts x 1 rank"]
+  python3 -m benchmarks.horovod_tuning --image IMAGE --data /path/to/mnist [--layout "2 hosts x 1 rank"]
       [--batch 64] [--variant 'name:ENV=VALUE,ENV=VALUE' ...] [--mpi-option 'name:-mca x y' ...]
       [--repeat 2] [--timeline]
 """
@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import statistics
 import sys
 import tempfile
-import threading
 from collections import defaultdict
 from pathlib import Path
 
-import weak_scaling as ws
+from benchmarks.common import scaling_jobs as ws
+from benchmarks.common.machine import load
+from benchmarks.common.rank_cpu import ROLES, CpuSampler, per_rank_step
+from scripts.local_job import run_job
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-SLEEP_SYSCALLS = {"35", "230"}  # nanosleep, clock_nanosleep (x86_64): Horovod's cycle sleep
 DEFAULT_VARIANTS = [
     "launcher defaults:",
     "launcher defaults, again:",  # A/A: the spread between two runs of the same thing
@@ -42,112 +41,6 @@ DEFAULT_VARIANTS = [
     "cycle 10 ms:HOROVOD_CYCLE_TIME=10",
     "MXNet NaiveEngine:MXNET_ENGINE_TYPE=NaiveEngine",
 ]
-
-
-class CpuSampler:
-    """CPU ticks of every thread of the job's processes, sampled until stopped (a thread's last sample
-    before it exits is what counts, so the last interval can be missed). With `start_when` (a condition
-    checked at every sample), only the ticks after it first holds count: e.g. from the end of the first epoch,
-    leaving out the processes' start and imports."""
-
-    RANK_MARK = "/opt/entrypoints/"
-
-    def __init__(self, interval: float = 0.25, start_when=None):
-        self.interval, self._stop = interval, threading.Event()
-        self.start_when, self.started = start_when, start_when is None
-        self.threads: dict = {}  # (pid, tid) -> {"ticks", "kind", "sleeps", "samples", "before"}
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _kind_of_process(self, pid: str) -> str | None:
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return None
-        text = b" ".join(argv).decode(errors="replace")
-        program = Path(argv[0].decode(errors="replace")).name if argv and argv[0] else ""
-        if program == "mpirun":
-            return "mpirun"
-        if program == "orted":
-            return "orted"
-        if argv[1:3] == [b"-c", b"import mxnet"]:  # a parameter-server job's scheduler and servers
-            return "servers+scheduler"
-        if self.RANK_MARK in text:
-            return "rank"
-        if "sshd" in program or text.startswith(("/opt/venv/bin/python3 /opt/venv/bin/train", "sshd")):
-            return "launcher+sshd"
-        return None
-
-    def _run(self) -> None:
-        kinds: dict = {}
-        while not self._stop.is_set():
-            self.started = self.started or self.start_when()
-            for pid in os.listdir("/proc"):
-                if not pid.isdigit():
-                    continue
-                if pid not in kinds:
-                    kinds[pid] = self._kind_of_process(pid)
-                kind = kinds[pid]
-                if kind is None:
-                    continue
-                try:
-                    tids = os.listdir(f"/proc/{pid}/task")
-                except OSError:
-                    continue
-                for tid in tids:
-                    base = f"/proc/{pid}/task/{tid}"
-                    try:
-                        stat = Path(f"{base}/stat").read_text()
-                        syscall = Path(f"{base}/syscall").read_text().split()[0] if kind == "rank" else ""
-                    except OSError:
-                        continue
-                    fields = stat[stat.rindex(")") + 2:].split()
-                    entry = self.threads.setdefault((pid, tid), {"kind": kind, "sleeps": 0, "samples": 0,
-                                                                 "before": 0})
-                    entry["ticks"] = int(fields[11]) + int(fields[12])
-                    if not self.started:
-                        entry["before"] = entry["ticks"]
-                        continue
-                    entry["samples"] += 1
-                    entry["sleeps"] += syscall in SLEEP_SYSCALLS
-            self._stop.wait(self.interval)
-
-    def seconds_by_role(self) -> dict:
-        """CPU seconds summed over ranks per role: engine (the busiest thread of a rank other than its
-        main thread and Horovod's), main, horovod, other rank threads, orted, mpirun, launcher+sshd."""
-
-        def used(entry: dict) -> int:
-            return entry["ticks"] - entry["before"]
-
-        roles: dict = defaultdict(float)
-        by_pid: dict = defaultdict(list)
-        for (pid, tid), entry in self.threads.items():
-            if entry["kind"] == "rank":
-                by_pid[pid].append((tid, entry))
-            else:
-                roles[entry["kind"]] += used(entry) / CLK_TCK
-        for pid, threads in by_pid.items():
-            main = [e for t, e in threads if t == pid]
-            rest = [(t, e) for t, e in threads if t != pid]
-            sleepers = sorted(rest, key=lambda te: te[1]["sleeps"] / max(te[1]["samples"], 1), reverse=True)
-            horovod = sleepers[0] if sleepers and sleepers[0][1]["sleeps"] else None
-            others = sorted((te for te in rest if te is not horovod), key=lambda te: used(te[1]), reverse=True)
-            engine = others[0] if others else None
-            roles["main"] += sum(used(e) for e in main) / CLK_TCK
-            roles["horovod"] += (used(horovod[1]) if horovod else 0) / CLK_TCK
-            roles["engine"] += (used(engine[1]) if engine else 0) / CLK_TCK
-            roles["other threads"] += sum(used(e) for _, e in others[1:]) / CLK_TCK
-        return dict(roles)
-
-
-ROLES = ("engine", "main", "horovod", "other threads", "orted", "mpirun", "launcher+sshd")
 
 
 def parse_variant(text: str, mpi: bool) -> tuple[str, dict, list]:
@@ -167,16 +60,10 @@ def run(layout: str, image: str, data: Path, args, env: dict, mpi_options: list,
     if mpi_options:
         spec.hyperparameters["sagemaker_mpi_custom_mpi_options"] = shlex.join(mpi_options)
     with CpuSampler() as sampler:
-        result = ws.run_job(spec, workdir)
+        result = run_job(spec, workdir)
     rate = ws.steady_rate(result, layout)
     history = json.loads((result.master.root / "model" / "metrics.json").read_text())["history"]
     return rate, per_rank_step(sampler.seconds_by_role(), history, args.batch), history, result
-
-
-def per_rank_step(roles: dict, history: list, batch: int) -> dict:
-    """CPU ms per rank-step (one rank's batch) of each role; rank-steps counted from the samples trained."""
-    rank_steps = sum(epoch["train_samples"] for epoch in history) / batch
-    return {role: seconds / rank_steps * 1000 for role, seconds in roles.items()}
 
 
 def run_control(image: str, data: Path, args, workdir: Path):
@@ -241,14 +128,14 @@ def main() -> int:
         tmp = Path(tmp)
         data = ws.prepare_data(args, tmp)
         for round_ in range(args.repeat):
-            before = ws.load()
+            before = load()
             control, roles = run_control(args.image, data, args, tmp / f"control-{round_}")
             rates["control"].append(control)
             cpu["control"].append(roles)
             print(f"round {round_ + 1} {'control (2 independent 1-rank jobs)':40s} {control:8.1f} samples/s "
-                  f"(load before {before}, after {ws.load()})", flush=True)
+                  f"(load before {before}, after {load()})", flush=True)
             for index, (name, env, mpi_options) in enumerate(variants):
-                before = ws.load()
+                before = load()
                 try:
                     rate, roles, _, _ = run(args.layout, args.image, data, args, env, mpi_options,
                                             tmp / f"run-{round_}-{index}")
@@ -258,7 +145,7 @@ def main() -> int:
                 rates[name].append(rate)
                 cpu[name].append(roles)
                 print(f"round {round_ + 1} {name:40s} {rate:8.1f} samples/s {rate / control:5.2f} of control "
-                      f"(load before {before}, after {ws.load()})", flush=True)
+                      f"(load before {before}, after {load()})", flush=True)
         if args.timeline:
             name, env, mpi_options = variants[0]
             # The launcher's horovod_timeline hyperparameter: rank 0 writes output/data/horovod_timeline.json.
@@ -275,7 +162,7 @@ def main() -> int:
 
     control = statistics.median(rates["control"])
     print(f"\nMNIST, {args.layout}, batch {args.batch} per rank, one core per rank, {args.repeat} round(s), "
-          f"medians; control {control:.1f} samples/s; load at the end {ws.load()}")
+          f"medians; control {control:.1f} samples/s; load at the end {load()}")
     print("CPU ms per rank-step (one rank's batch of", args.batch, "samples), by thread or process:")
     print(f"{'variant':40s} {'samples/s':>9s} {'/control':>8s} " + " ".join(f"{r:>13s}" for r in ROLES))
     for name in ["control", *(v[0] for v in variants)]:

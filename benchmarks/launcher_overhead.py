@@ -8,63 +8,24 @@ record them). Wall time is taken twice: from the first `docker run` to the last 
 launchers' part alone), both ends by docker's clock. Prints medians, ratios, and where this launcher's
 overhead goes.
 
-  python3 benchmarks/launcher_overhead.py [--image sagemaker-mxnet-horovod:cpu] [--repeat 3]
+  python3 -m benchmarks.launcher_overhead [--image sagemaker-mxnet-horovod:cpu] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+from benchmarks.common.launcher_phases import PHASES, phases, program_seconds
+from scripts.local_job import JobSpec, run_job
+from scripts.local_job.toolkit import as_toolkit_job, make_ssh_dir
 
-from local_job import JobSpec, run_job  # noqa: E402
-from toolkit_job import as_toolkit_job, make_ssh_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CODE = ROOT / "tests" / "integration" / "code"
-
-def program_seconds(result, ranks: int = 2) -> float:
-    if sum(1 for host in result.hosts for _ in (host.root / "model").glob("rank-*.json")) != ranks:
-        raise RuntimeError("a rank did not finish:\n" + result.describe())
-    first_start, last_end = rank_times(result)
-    return last_end - first_start
-
-
-def rank_times(result) -> tuple[float, float]:
-    records = [json.loads(path.read_text()) for host in result.hosts for path in (host.root / "model").glob("rank-*.json")]
-    return min(r["started"] for r in records), max(r["finished"] for r in records)
-
-
-# Where this launcher's overhead goes: (phase, the master's log line that ends it; None: see phases()).
-PHASES = (
-    "containers start (or the gate) -> launcher logs its plan",
-    "plan -> workers checked in (handshake, sshd)",
-    "workers in -> first rank's Python runs (mpirun, ssh, orted)",
-    "last rank done -> mpirun exits (MPI/Horovod shutdown)",
-    "mpirun exits -> workers released",
-    "released -> last container exits",
-)
-
-
-def phases(result) -> list[float] | None:
-    """Seconds per PHASES entry, by docker's clock and the ranks' own; None if a line is missing."""
-    master = result.master
-    marks = [master.first_log_time("train: "), master.first_log_time("worker(s) ready in"),
-             master.first_log_time("train: job "), master.first_log_time("worker(s) released in")]
-    if None in marks:
-        return None
-    first_start, last_end = rank_times(result)
-    container_start = result.hosts_started_at
-    container_exit = max(h.finished_at for h in result.hosts)
-    plan_at, ready_at, exited_at, released_at = marks
-    return [plan_at - container_start, ready_at - plan_at, first_start - ready_at, exited_at - last_end,
-            released_at - exited_at, container_exit - released_at]
-
 
 def run_once(image: str, launcher: str, workdir: Path, ssh_dir: Path):
     hps = {"sagemaker_program": "allreduce.py", "sagemaker_submit_directory": "/opt/ml/code"}

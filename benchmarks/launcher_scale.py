@@ -15,7 +15,7 @@ once, and the overhead counts from that moment. The one Docker daemon of this ma
 one after another, ~0.1 s apart even when they only sleep (container_start_spread.py): without the gate that
 wait is in the overhead, which is what a launcher adds once every host is up only with it.
 
-  python3 benchmarks/launcher_scale.py [--image sagemaker-mxnet-horovod:cpu [OTHER_IMAGE ...]]
+  python3 -m benchmarks.launcher_scale [--image sagemaker-mxnet-horovod:cpu [OTHER_IMAGE ...]]
       [--hosts 2 4 8 16] [--toolkit-hosts 2 4 8] [--repeat 2]
 
 With several images (before and after a change), they alternate within each round, job by job.
@@ -24,25 +24,22 @@ With several images (before and after a change), they alternate within each roun
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+from benchmarks.common import charts
+from benchmarks.common.launcher_phases import PHASES, phases, program_seconds
+from benchmarks.common.machine import load
+from scripts.local_job import JobSpec, run_job
+from scripts.local_job.toolkit import as_toolkit_job, make_ssh_dir
 
-from launcher_overhead import PHASES, phases, program_seconds  # noqa: E402
-from local_job import JobSpec, run_job  # noqa: E402
-from toolkit_job import as_toolkit_job, make_ssh_dir  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CODE = ROOT / "tests" / "integration" / "code"
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def run_once(image: str, launcher: str, hosts: int, workdir: Path, ssh_dir: Path, start_gate: bool):
@@ -98,6 +95,17 @@ def summary(image: str, hosts_list: list, overhead: dict, breakdown: dict, start
               + (f"{toolkit / ours:14.1f}x" if toolkit is not None and ours else f"{'-':>15s}"))
 
 
+def write_record(args, overhead: dict, load_start: str) -> None:
+    """Every run's overhead of the first image, by launcher and host count, and what it ran under: what --chart
+    draws."""
+    image = args.image[0]
+    record = {"image": image, "hosts": args.hosts, "repeat": args.repeat, "start_gate": args.start_gate,
+              "load_start": load_start, "load_end": load(), "cores": os.cpu_count(),
+              "overhead": {launcher: {str(hosts): overhead.get((image, launcher, hosts), []) for hosts in args.hosts}
+                           for launcher in ("ours", "toolkit")}}
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", nargs="+", default=["sagemaker-mxnet-horovod:cpu"],
@@ -108,14 +116,26 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--start-gate", action="store_true",
                         help="start every host's launcher at once, after all containers run; count from then")
+    parser.add_argument("--json", type=Path, help="write every run's overhead here (the first image's)")
+    parser.add_argument("--chart", type=Path, help="draw the overhead by host count from --json as this PNG "
+                        "(matplotlib: requirements-charts.txt)")
+    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
     args = parser.parse_args()
+    if (args.chart or args.redraw) and not args.json:
+        parser.error("--chart and --redraw draw from --json: give it")
+    if args.redraw and not args.chart:
+        parser.error("--redraw draws --chart: give it")
+    if args.redraw:
+        charts.launcher_scale(args.json, args.chart)
+        return 0
 
     overhead: dict = {}  # (image, launcher, hosts) -> [seconds]
     program_time: dict = {}  # (image, launcher, hosts) -> [the program's own seconds: rank start and import in it]
     breakdown: dict = {}  # (image, hosts) -> [phases]
     start_spread: dict = {}  # (image, hosts) -> [(first start -> master start, first -> last start)] (ours)
     failures = []
-    print(f"load average at the start: {load()} (1/5/15 min); {os.cpu_count()} cores; overhead counted from "
+    load_start = load()
+    print(f"load average at the start: {load_start} (1/5/15 min); {os.cpu_count()} cores; overhead counted from "
           + ("the start gate (every launcher starts at once)" if args.start_gate else "the first container's start"),
           flush=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -162,6 +182,10 @@ def main() -> int:
                         f"{image} {m:.2f}" + (f" ({medians[0] / m:.2f}x)" if i else "")
                         for i, (image, m) in enumerate(zip(args.image, medians))))
     print(f"\nload average at the end: {load()} (1/5/15 min); {os.cpu_count()} cores")
+    if args.json:
+        write_record(args, overhead, load_start)
+        if args.chart:
+            charts.launcher_scale(args.json, args.chart)
     if failures:
         print(f"{len(failures)} job(s) FAILED")
         return 1

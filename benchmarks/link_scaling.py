@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Scaling where the network is the limit: a job trained through `train` on N local containers whose links are
-shaped to a stated ratio (benchmarks/emulated_link.py): at ratio R the bytes each host sends in one step take
+shaped to a stated ratio (benchmarks/common/emulated_link.py): at ratio R the bytes each host sends in one step take
 R x one step's compute, so the emulation does not depend on this machine's speed.
 
-Workloads (benchmarks/link_workloads.py): `gpu-like` and `cpu`, the link probe (benchmarks/link_probe: 25M
+Workloads (benchmarks/common/link_workloads.py): `gpu-like` and `cpu`, the link probe (benchmarks/probes/link_probe: 25M
 parameters, 100 MB of fp32 gradients a step) with a GPU host's compute emulated off the CPU (gradients over the
 backward pass) or computed on the rank's core; `faster_rcnn-gpu-like` and `mask_rcnn-gpu-like`, the probe's
 emulated GPU host with that network's layers (their parameters, and their shares of the compute by multiply-adds);
@@ -17,9 +17,9 @@ in the machine's load hits all alike:
 Every rank gets the same CPU: one core each at 2 hosts, half a core each at 4 (two hosts per core, --cpus 0.5).
 For the probe it also prints the overlap limit (the efficiency if each layer's bytes left when its gradient
 existed and crossed the link back to back), and with --phases, per ratio, one more run of the first variant
-with Horovod's timeline of 3 steps and every rank's CPU per thread (benchmarks/link_timeline.py).
+with Horovod's timeline of 3 steps and every rank's CPU per thread (benchmarks/common/link_timeline.py).
 
-  python3 benchmarks/link_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--workloads gpu-like cpu]
+  python3 -m benchmarks.link_scaling [--image sagemaker-mxnet-horovod:cpu] [--workloads gpu-like cpu]
       [--ratios unshaped 0.24 0.77] [--hosts 2] [--variant 'NAME:key=value,KEY=value'] [--repeat 1]
       [--phases] [--control] [--queue-ms 10] [--congestion-control cubic]
 
@@ -44,16 +44,12 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import emulated_link as link  # noqa: E402
-import link_timeline  # noqa: E402
-import link_workloads as workloads  # noqa: E402
-from local_job import DOCKER, run_job  # noqa: E402
-from parameter_server_scaling import placement  # noqa: E402
-from weak_scaling import load  # noqa: E402
+from benchmarks.common import emulated_link as link
+from benchmarks.common import link_timeline
+from benchmarks.common import link_workloads as workloads
+from benchmarks.common.machine import load
+from benchmarks.common.scaling_jobs import placement
+from scripts.local_job import DOCKER, run_job
 
 DEFAULTS = "defaults:"
 # A variant's key for the emulated link's TCP congestion control (the script's, not the job's: never passed on)

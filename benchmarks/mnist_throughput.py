@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """MNIST throughput in the CPU image (not a test): 1 rank, 2 ranks on one host, 2 hosts x 1 rank.
 
-    python3 benchmarks/mnist_throughput.py [--image sagemaker-mxnet-horovod:cpu] [--epochs 3] [--repeat 2]
+    python3 -m benchmarks.mnist_throughput [--image sagemaker-mxnet-horovod:cpu] [--epochs 3] [--repeat 2]
 
 Every configuration is a SageMaker-like job run by the image's `train` (scripts/local_job.py), so each
 gets the launcher's defaults (OMP_NUM_THREADS = cores / ranks per host, mpi_yield_when_idle when ranks
@@ -23,10 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
+from scripts.local_job import DOCKER, Channel, JobSpec, run_job
 
 CONFIGURATIONS = {  # name -> (hosts, processes per host, cpuset per host)
     "1 host x 1 rank": (1, 1, {}),

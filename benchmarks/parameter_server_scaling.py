@@ -31,7 +31,7 @@ images/s here, too slow for a run of every layout; a short side of 192 keeps eve
 communication) and cuts the pixels to about a third of 320's (a 17th of the training size's 800). Smaller fails:
 the RPN keeps 2000 proposals in training, more than a 128-pixel image has anchors.
 
-  python3 benchmarks/parameter_server_scaling.py [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
+  python3 -m benchmarks.parameter_server_scaling [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
       [--workers 2 4] [--repeat 1] [--data path/to/mnist] [--train 6000] [--epochs 3] [--iterations 4]
       [--short 192] [--cpu]
 """
@@ -49,13 +49,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from horovod_tuning import CpuSampler, per_rank_step  # noqa: E402
-from local_job import DOCKER, Channel, JobSpec, run_job  # noqa: E402
-from weak_scaling import load, prepare_data, steady_rate  # noqa: E402
+from benchmarks.common.machine import load
+from benchmarks.common.rank_cpu import CpuSampler, per_rank_step
+from benchmarks.common.scaling_jobs import placement, prepare_data, steady_rate
+from scripts.local_job import DOCKER, Channel, JobSpec, run_job
 
 MNIST_BATCH = 64  # per worker
 LAYOUTS = ("alone", "horovod", "ps 1 server", "ps 1:1", "ps 2:1", "control")
@@ -65,16 +62,6 @@ SERVERS = {"ps 1 server": lambda n: 1, "ps 1:1": lambda n: n, "ps 2:1": lambda n
 CPU_COLUMNS = {"engine": ("engine",), "main": ("main",), "other threads": ("horovod", "other threads"),
                "servers+scheduler": ("servers+scheduler",), "MPI daemons": ("orted", "mpirun"),
                "launcher+sshd": ("launcher+sshd",)}
-
-
-def placement(workers: int) -> tuple[dict, dict]:
-    """Host -> cpuset and host -> --cpus for `workers` one-worker hosts: one core each at 2, half a core at 4."""
-    hosts = [f"algo-{i + 1}" for i in range(workers)]
-    if workers == 2:
-        return {host: str(i) for i, host in enumerate(hosts)}, {}
-    if workers == 4:
-        return {host: str(i // 2) for i, host in enumerate(hosts)}, {host: "0.5" for host in hosts}
-    raise SystemExit("benchmark: --workers takes 2 and 4 (what 2 cores can share evenly)")
 
 
 def program_hps(model: str, args) -> tuple[dict, list]:

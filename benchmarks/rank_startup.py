@@ -8,7 +8,7 @@ process's start: interpreter start included); exit CPU is the process's whole CP
 child) minus its CPU at the last line; exit wall is the last line to the parent's wait returning. Images
 alternate round by round, so a change in the machine's load hits both. Prints medians and old/new ratios.
 
-  python3 benchmarks/rank_startup.py --old sagemaker-mxnet-horovod:cpu --new smh-startup:cpu [--runs 5]
+  python3 -m benchmarks.rank_startup --old sagemaker-mxnet-horovod:cpu --new smh-startup:cpu [--runs 5]
       [--rounds 2]
 """
 
@@ -20,6 +20,8 @@ import os
 import statistics
 import subprocess
 import sys
+
+from benchmarks.common.machine import load
 
 DOCKER = os.environ.get("DOCKER", "docker")
 
@@ -58,10 +60,6 @@ def run(image: str, runs: int) -> list[dict]:
     if out.returncode != 0:
         raise SystemExit(f"{image}: probe failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return [json.loads(line) for line in out.stdout.splitlines()]
-
-
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> int:

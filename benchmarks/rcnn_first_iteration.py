@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The R-CNN programs' first training iteration against the steady ones, on CPU, configurations side by side.
 
-    python3 benchmarks/rcnn_first_iteration.py --image sagemaker-mxnet-horovod:cpu [--models faster_rcnn mask_rcnn]
+    python3 -m benchmarks.rcnn_first_iteration --image sagemaker-mxnet-horovod:cpu [--models faster_rcnn mask_rcnn]
         [--iterations 6] [--repeat 1] [--configs ...] [--baseline-image OLD_IMAGE]
 
 Each run is a 2-host job on this machine's containers (1 rank each, as `make demo` runs MNIST): the image's built-in
-R-CNN program through benchmarks/first_epoch_probe/first_iterations_rcnn.py, which only adds timestamps (the start's
+R-CNN program through benchmarks/probes/first_epoch_probe/first_iterations_rcnn.py, which only adds timestamps (the start's
 phases; each iteration's wait for its batch and its training step). Data: COCO-like images
-(benchmarks/rcnn_input_probe/coco_like.py: COCO's sizes, ~7 objects with polygons), resized to --short 320 (CPU),
+(benchmarks/probes/rcnn_input_probe/coco_like.py: COCO's sizes, ~7 objects with polygons), resized to --short 320 (CPU),
 random weights, no validation, 1 epoch of --iterations iterations. Configurations (a user's value always wins, so
 each is set as a user would):
 
@@ -32,14 +32,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from first_epoch import PROBE_DIR, load, phases, run_probed
+from benchmarks.common.machine import load
+from benchmarks.common.probed_runs import PROBE_DIR, PROBE_ENV, phases, run_probed
+from scripts.local_job import DOCKER, Channel, JobSpec
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from local_job import DOCKER, Channel, JobSpec  # noqa: E402
-
-INPUT_PROBE_DIR = Path(__file__).resolve().parent / "rcnn_input_probe"
+INPUT_PROBE_DIR = Path(__file__).resolve().parent / "probes" / "rcnn_input_probe"
 CONFIGURATIONS = {  # name -> (environment, hyperparameters)
     "defaults": ({}, {}),
     "OMP_NUM_THREADS=1": ({"OMP_NUM_THREADS": "1"}, {}),
@@ -58,7 +55,7 @@ def run(model: str, name: str, image: str, data: Path, workdir: Path, args) -> d
            "epochs": "1", "max-iterations-per-epoch": str(args.iterations), "log-interval": "1", "lr-warmup": "0",
            "resume": "false", "tensorboard": "false", **extra}
     _, records, sampler = run_probed(
-        lambda during: JobSpec(image=image, hosts=2, hyperparameters=hps, env=env, code_dir=PROBE_DIR, during=during,
+        lambda during: JobSpec(image=image, hosts=2, hyperparameters=hps, env={**env, **PROBE_ENV}, code_dir=PROBE_DIR, during=during,
                                channels=[Channel("train", data)], timeout_s=3600), workdir, f"{model} {name}")
     epoch = records[0]["epochs"][0]
     ends = [epoch["start"]] + [end for _, end in epoch["stepped"]]

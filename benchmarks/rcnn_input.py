@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """The R-CNN input pipeline's throughput per CPU core, alone (no training), and what it takes to feed 8 GPUs.
 
-    python3 benchmarks/rcnn_input.py --image sagemaker-mxnet-horovod:cpu [--images 48] [--workers 1 2]
+    python3 -m benchmarks.rcnn_input --image sagemaker-mxnet-horovod:cpu [--images 48] [--workers 1 2]
         [--short 800] [--max-size 1333] [--gpu-images-per-s 6 12]
 
-In one container of the image (all of this machine's cores), on COCO-like data (benchmarks/rcnn_input_probe/
+In one container of the image (all of this machine's cores), on COCO-like data (benchmarks/probes/rcnn_input_probe/
 coco_like.py: COCO's image sizes, ~7 objects with polygons, ~140 KB JPEGs), for Faster and Mask R-CNN
-(benchmarks/rcnn_input_probe/measure.py, the programs' own dataset, transforms, batchify and DataLoader):
+(benchmarks/probes/rcnn_input_probe/measure.py, the programs' own dataset, transforms, batchify and DataLoader):
   stages   one process with one OpenMP thread, one image at a time: read + decode, training transform, batchify,
            ms per image: the figure per core
   loader   the program's DataLoader with W worker processes (the training process only receives the batches):
@@ -27,19 +27,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.common.machine import load
+
 DOCKER = os.environ.get("DOCKER", "docker")
-PROBE_DIR = Path(__file__).resolve().parent / "rcnn_input_probe"
+PROBE_DIR = Path(__file__).resolve().parent / "probes" / "rcnn_input_probe"
 # vCPUs and GPUs per instance (AWS's instance table): both have 96 vCPUs (48 physical cores) and 8 GPUs.
 INSTANCES = {"ml.p3dn.24xlarge (8 V100)": (96, 8), "ml.p4d.24xlarge (8 A100)": (96, 8)}
 MARGIN = 1.5  # the pipeline must deliver this much more than the GPUs consume
 
 
-def load() -> str:
-    return "/".join(f"{x:.1f}" for x in os.getloadavg())
-
-
 def measure(image: str, data: Path, model: str, args, env: dict, extra: list) -> list[dict]:
+    # measure.py imports the built-in programs from where the image installs them.
     argv = [DOCKER, "run", "--rm", "-v", f"{data}:/data:ro", "-v", f"{PROBE_DIR}:/bench:ro", "--shm-size", "2g",
+            "-e", "PYTHONPATH=/opt/entrypoints",
             *[flag for key, value in env.items() for flag in ("-e", f"{key}={value}")],
             "--entrypoint", "python", image, "/bench/measure.py", "/data", "--model", model, "--images",
             str(args.images), "--short", str(args.short), "--max-size", str(args.max_size), *extra]

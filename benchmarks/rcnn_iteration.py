@@ -4,7 +4,7 @@ MPI defaults vs plain mpirun, and peak RSS per rank.
 
 A script, not a test (minutes of CPU). Run it with the dev venv on an otherwise idle machine::
 
-    /opt/devvenv/bin/python benchmarks/rcnn_iteration.py [--models faster,mask] [--iterations 3] [--short 320]
+    PYTHONPATH=container/src /opt/devvenv/bin/python -m benchmarks.rcnn_iteration [--models faster,mask] [--iterations 3] [--short 320]
 
 Configurations (all with per-device batch 1, --num-workers 0, --pretrained-base false, no validation):
   1 rank, launcher   mpirun -np 1 -bind-to none -map-by slot, OMP_NUM_THREADS=cores
@@ -32,9 +32,9 @@ import threading
 import time
 from pathlib import Path
 
+from sagemaker_mxnet_data import synthetic_coco  # container/src on PYTHONPATH (the docstring's command)
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "container" / "src"))
-from sagemaker_mxnet_data import synthetic_coco  # noqa: E402
 
 SCRIPTS = {"faster": ROOT / "entrypoints" / "faster_rcnn.py", "mask": ROOT / "entrypoints" / "mask_rcnn.py"}
 ITER_LINE = re.compile(r"^epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)$")

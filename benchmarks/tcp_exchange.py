@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Raw TCP on an emulated link, per congestion control: two network namespaces joined by a veth pair, each
-end's sending rate capped by `tc tbf` as benchmarks/emulated_link.py caps a container's; over one connection
+end's sending rate capped by `tc tbf` as benchmarks/common/emulated_link.py caps a container's; over one connection
 both ends send M bytes at once and wait for the other's M (an allreduce's exchange between 2 hosts), rounds
 GAP seconds apart. Prints the median time per round against M at the link's payload rate, side by side for
 each congestion control: what TCP alone does on the link, without Open MPI.
 
-  sudo python3 benchmarks/tcp_exchange.py [--rate-mbit 2190] [--megabytes 25] [--gap-ms 0 50]
+  sudo python3 -m benchmarks.tcp_exchange [--rate-mbit 2190] [--megabytes 25] [--gap-ms 0 50]
       [--congestion-controls cubic bbr] [--rounds 15] [--queue-ms 10]
 
 Needs root, `ip` and `tc` (iproute2).
@@ -23,7 +23,9 @@ import threading
 import time
 from pathlib import Path
 
-import emulated_link as link
+from benchmarks.common import emulated_link as link
+
+ROOT = Path(__file__).resolve().parents[1]  # where `python3 -m benchmarks.tcp_exchange` runs from
 
 NAMESPACES = ("tcpx-a", "tcpx-b")
 ADDRESSES = ("10.213.0.1", "10.213.0.2")
@@ -84,14 +86,14 @@ def teardown() -> None:
 
 def exchange(size: int, rounds: int, gap_s: float) -> float:
     """Median seconds per round after the first, as the connecting end measured them."""
-    me = [sys.executable, str(Path(__file__).resolve()), "--end"]
+    me = [sys.executable, "-m", "benchmarks.tcp_exchange", "--end"]  # from ROOT (cwd below)
     common = [str(size), str(rounds), str(gap_s)]
     listener = subprocess.Popen(["ip", "netns", "exec", NAMESPACES[0], *me, "listen", ADDRESSES[0], *common],
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True, cwd=ROOT)
     if listener.stdout.readline().strip() != "listening":
         raise SystemExit("the listening end did not start")
     connector = subprocess.run(["ip", "netns", "exec", NAMESPACES[1], *me, "connect", ADDRESSES[0], *common],
-                               capture_output=True, text=True, timeout=600)
+                               capture_output=True, text=True, timeout=600, cwd=ROOT)
     listener.wait(600)
     if connector.returncode != 0 or listener.returncode != 0:
         raise SystemExit(f"the exchange failed: {connector.stderr.strip()}")

@@ -2,7 +2,7 @@
 """`make demo`: the main job. A 2-host Horovod MNIST training on two local containers of the CPU image.
 
 Makes a synthetic MNIST data set with the image's own `synth-data` (no download), runs the job the way
-SageMaker would (scripts/local_job.py: per-host /opt/ml, algo-1/algo-2 on a private network,
+SageMaker would (scripts/local_job/: per-host /opt/ml, algo-1/algo-2 on a private network,
 `docker run IMAGE train`), then says where the model and logs landed and how accurate the model is.
 """
 

@@ -1,5 +1,5 @@
 """What a stranger on the job's network can do to MXNet's parameter servers (docs/security.md): a 2-host built-in MNIST
-job with kvstore=dist_sync (scripts/local_job.py) and a third container on its network that starts MXNet as a ps-lite
+job with kvstore=dist_sync (scripts/local_job/) and a third container on its network that starts MXNet as a ps-lite
 worker or server pointed at the job's scheduler (algo-1, AWS's default port 8000), as anyone holding the public image
 could: before the job's processes start (the hosts start STRANGER_LEAD_S later) or once it trains.
 
@@ -71,8 +71,7 @@ def main() -> int:
     if args.stranger:
         stranger(args.stranger)
         return 0
-    sys.path.insert(0, str(Path(__file__).parent))
-    from local_job import Channel, JobSpec, run_job
+    from local_job import Channel, JobSpec, run_job  # scripts/ is sys.path[0]; not needed in the stranger's container
 
     work = Path(tempfile.mkdtemp(prefix="ps-stranger-"))
     data = work / "mnist"

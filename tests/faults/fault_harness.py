@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from local_job import DOCKER, JobSpec, run_job
-from toolkit_job import as_toolkit_job
+from local_job.toolkit import as_toolkit_job
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,7 +4,7 @@ the sagemaker-training toolkit's MPI runner in the same image, or for both (docs
 
   PYTHONPATH=scripts python3 tests/faults/report.py --launcher both [--only "one rank raises"] [--image IMAGE]
 
-or `make fault-report`. scripts/ (local_job, toolkit_job) comes from PYTHONPATH here, from pytest.ini under pytest.
+or `make fault-report`. scripts/ (the local_job package) comes from PYTHONPATH here, from pytest.ini under pytest.
 
 The toolkit waits up to an hour for a missing worker; the harness stops any job after 240 s, which the
 table shows as a host that never exited ("-"). A scenario whose harness failed (the job could not be built,
@@ -31,8 +31,8 @@ from fault_harness import (
     run_scenario,
     summary,
 )
+from local_job.toolkit import make_ssh_dir
 from scenarios import SCENARIOS
-from toolkit_job import make_ssh_dir
 
 
 def observe(scenario: Scenario, ctx: Context, ssh_dir: Path | None) -> Observation:

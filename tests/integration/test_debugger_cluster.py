@@ -1,4 +1,4 @@
-"""SageMaker Debugger across 2 hosts (real containers, scripts/local_job.py): a debughookconfig.json as SDK v2 makes
+"""SageMaker Debugger across 2 hosts (real containers, scripts/local_job/): a debughookconfig.json as SDK v2 makes
 SageMaker write it (tests/fixtures/debugger), the built-in MNIST, a user's script with smdebug's API, one without
 (zero code change), and configurations that cannot be used. Every host's /opt/ml/output/tensors is what SageMaker
 uploads to the one S3OutputPath; the tests merge the hosts' directories as that prefix would, and read them with

@@ -1,7 +1,7 @@
 """tests/unit mirrors the launcher's folders (core/, parse/, plan/, act/, diagnose/, compat/, backends/) and the image's
 two other packages (mxnet_container/, mxnet_data/). This conftest puts tests/unit itself on sys.path, so every test
-module, whatever its folder, imports the shared helpers beside it (unit_paths.py, plan_cases.py, live_output.py,
-stacks_request.py, late_peers.py), and holds the fixtures tests of several folders use."""
+module, whatever its folder, imports the shared helpers of the unit_helpers package beside it (unit_paths,
+plan_cases, rule_cases, live_output, stack_launcher, stacks_request, late_peers), and holds the fixtures tests of several folders use."""
 
 import signal
 import subprocess

@@ -12,8 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-import unit_paths
-from live_output import wait_for_line
+from unit_helpers import unit_paths
+from unit_helpers.live_output import wait_for_line
 
 SRC = unit_paths.SRC
 

@@ -9,10 +9,10 @@ import sys
 import textwrap
 
 import pytest
-import unit_paths
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.act.command_run import CommandRun
-from stacks_request import ask_for_stacks_then_release
+from unit_helpers import unit_paths
+from unit_helpers.plan_cases import config, plan
+from unit_helpers.stacks_request import ask_for_stacks_then_release
 
 pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
 

@@ -5,13 +5,13 @@ functions, in the image: tests/integration/test_entry_point_kinds.py, tests/sdk.
 import os
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.act.prepare import is_python_package, prepare_host
 from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
+from unit_helpers import unit_paths
 
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0")
 

@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 
-import unit_paths
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.act.rank_env import rank_environment
+from unit_helpers import unit_paths
+from unit_helpers.plan_cases import config, plan
 
 SRC = unit_paths.SRC
 

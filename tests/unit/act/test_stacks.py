@@ -11,10 +11,10 @@ import textwrap
 import time
 
 import pytest
-import unit_paths
-from live_output import wait_for_line
 from sagemaker_mxnet_horovod.act import stacks
-from stack_launcher import start_launcher
+from unit_helpers import unit_paths
+from unit_helpers.live_output import wait_for_line
+from unit_helpers.stack_launcher import start_launcher
 
 SRC = unit_paths.SRC
 # Blocks in os.read on stdin (native code: a Python signal handler would never run), then says it went on.

@@ -14,10 +14,10 @@ import textwrap
 import threading
 import time
 
-import unit_paths
-from live_output import wait_for_line
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
 from sagemaker_mxnet_horovod.act.supervise import TAIL_LINES, JobProcess
+from unit_helpers import unit_paths
+from unit_helpers.live_output import wait_for_line
 
 SRC = unit_paths.SRC
 # A program that says it is ready on stderr, then sleeps; SIGTERM: {handler}.

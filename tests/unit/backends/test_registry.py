@@ -6,12 +6,12 @@ of MPI's."""
 from typing import get_args
 
 import pytest
-from plan_cases import config, plan
-from rule_cases import CPU2
 from sagemaker_mxnet_horovod.backends import mpi, parameter_server, registry, single
 from sagemaker_mxnet_horovod.plan.backend import HostInputs
 from sagemaker_mxnet_horovod.plan.job_plan import RANK_ENTRY_MODULE
 from sagemaker_mxnet_horovod.plan.layout import Distribution, plan_layout
+from unit_helpers.plan_cases import config, plan
+from unit_helpers.rule_cases import CPU2
 
 
 @pytest.mark.parametrize("hosts,hps,chosen", [

@@ -4,10 +4,10 @@ a rank gets them from the plan. tests/toolkit compares them with the toolkit its
 import json
 
 import pytest
-from plan_cases import CPU2, ENTRYPOINTS, PATHS, config, plan
 from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.compat.toolkit_env import sm_environment
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
+from unit_helpers.plan_cases import CPU2, ENTRYPOINTS, PATHS, config, plan
 
 
 def test_program_arguments_as_the_toolkit_builds_them():

@@ -3,10 +3,10 @@ its own SIGKILL the job's, no report of a first failed rank (mpirun's reader: ba
 
 import signal
 
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
+from unit_helpers.plan_cases import config, plan
 
 SINGLE = plan(config(hosts=("algo-1",)))
 # mpirun's words, which a program's own output never holds: the program's reader must not take them for a report.

@@ -9,14 +9,14 @@ import textwrap
 import threading
 import time
 
-import unit_paths
 from sagemaker_mxnet_horovod.diagnose.progress import (
     EXIT_CODE,
     ProgressWatch,
     describe_frame,
     waiting_on_engine,
 )
-from stack_launcher import start_launcher
+from unit_helpers import unit_paths
+from unit_helpers.stack_launcher import start_launcher
 
 SRC = unit_paths.SRC
 

@@ -6,7 +6,6 @@ dead of a shared-memory symptom on a host with a small /dev/shm, named as such."
 import dataclasses
 import signal
 
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
@@ -16,6 +15,7 @@ from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
 from sagemaker_mxnet_horovod.diagnose.progress import MARKER
 from sagemaker_mxnet_horovod.diagnose.verdict import FINDINGS, Evidence, job_failure
+from unit_helpers.plan_cases import config, plan
 
 MPI = plan(config(hosts=("algo-1", "algo-2")))  # 2 hosts x 1 rank, this host the master
 SINGLE = plan(config(hosts=("algo-1",)))

@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.launch_rules import (
     LAUNCH_MODULES,
@@ -17,6 +16,7 @@ from sagemaker_mxnet_horovod.parse.launch_rules import (
     parameter_server_request,
     single_process_request,
 )
+from unit_helpers import unit_paths
 
 ENTRYPOINTS = unit_paths.ENTRYPOINTS
 KVSTORE_SINGLE = {"local", "device"}

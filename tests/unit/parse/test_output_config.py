@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse import output_config as oc
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from unit_helpers import unit_paths
 
 
 def write(config_dir: Path, name: str, data) -> Path:

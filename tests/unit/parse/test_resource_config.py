@@ -4,13 +4,13 @@ config (never the hostname); instance groups and the hosts MPI spans, as the too
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.resource_config import parse_resource_config
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_training_config,
 )
+from unit_helpers import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 

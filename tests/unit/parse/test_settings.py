@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.settings import KNOBS, TOOLKIT_OWN_KEYS, LauncherSettings, parse_launcher_settings
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
 )
+from unit_helpers import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 

@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import (
@@ -13,6 +12,7 @@ from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
     parse_training_config,
 )
+from unit_helpers import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 

@@ -4,8 +4,8 @@ instance type tells), with the reason the start log gives; the arithmetic any ba
 import itertools
 
 import pytest
-from rule_cases import CPU2, CPU16, job
 from sagemaker_mxnet_horovod.plan.cores import CoreShare, core_share, hosts_sharing_machine
+from unit_helpers.rule_cases import CPU2, CPU16, job
 
 
 @pytest.mark.parametrize("cores,per_host,sharing", list(itertools.product((1, 2, 3, 8, 16, 96), (1, 2, 3, 8),

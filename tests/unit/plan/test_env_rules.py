@@ -2,7 +2,6 @@
 
 
 import pytest
-from rule_cases import GPU8, job, settings, two_hosts
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.plan.env_rules import (
@@ -18,6 +17,7 @@ from sagemaker_mxnet_horovod.plan.env_rules import (
     program_environment,
     warm_pool_cache,
 )
+from unit_helpers.rule_cases import GPU8, job, settings, two_hosts
 
 V100 = (("Tesla V100-SXM2-16GB", "7.0"),)
 H100 = (("NVIDIA H100 80GB HBM3", "9.0"),)

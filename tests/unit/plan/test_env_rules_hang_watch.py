@@ -2,8 +2,8 @@
 env_rules' tests, kept apart from test_env_rules.py; parsing the knobs: test_config.py.)"""
 
 import pytest
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.plan.env_rules import hang_watch_env
+from unit_helpers.plan_cases import config, plan
 
 
 @pytest.mark.parametrize("stall,check,shutdown", [

@@ -4,9 +4,9 @@ budget for the diagnosis."""
 
 import dataclasses
 
-from plan_cases import config, plan
-from rule_cases import CPU2, GPU8, job
 from sagemaker_mxnet_horovod.plan.env_rules import shm_budget, shm_size_check
+from unit_helpers.plan_cases import config, plan
+from unit_helpers.rule_cases import CPU2, GPU8, job
 
 MIB = 1 << 20
 DOCKER_DEFAULT = dataclasses.replace(CPU2, shm_bytes=64 * MIB)

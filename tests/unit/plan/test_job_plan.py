@@ -3,55 +3,24 @@ test_env_rules.py, backends/test_mpi.py, test_programs.py)."""
 
 import json
 import shlex
-from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.compat.debugger import read_configs
 from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
-from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.training_config import load_training_config, parse_training_config
+from sagemaker_mxnet_horovod.parse.training_config import load_training_config
 from sagemaker_mxnet_horovod.plan.job_plan import describe
-
-PATHS = Paths(Path("/opt/ml"))
-ENTRYPOINTS = str(unit_paths.ENTRYPOINTS)  # the built-in programs' launch rules
-CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
-GPU8 = HostFacts(cpu_count=64, gpu_count=8, interfaces=("eth0",), default_route_interface="eth0", hostname="ip-10")
-
-
-def rcnn_config(hosts=("algo-1",), entrypoints_dir=ENTRYPOINTS, **hps):
-    return parse_training_config(PATHS, {"current_host": "algo-1", "hosts": list(hosts)},
-                                 {"sagemaker_program": "mask_rcnn", **hps}, {}, {}, entrypoints_dir=entrypoints_dir)
-
-
-def config(hosts=("algo-1",), current="algo-1", hps=None, interface="eth0", instance_type=None, channels=None):
-    resource = {"current_host": current, "hosts": list(hosts)}
-    if interface:
-        resource["network_interface_name"] = interface
-    if instance_type:
-        resource["current_instance_type"] = instance_type
-    return parse_training_config(PATHS, resource, {"sagemaker_program": "mnist", **(hps or {})},
-                                 channels if channels is not None else {"train": {}, "test": {}}, {},
-                                     entrypoints_dir=ENTRYPOINTS)
-
-
-def plan(cfg, facts=CPU2, env=None, **kwargs):
-    return plan_job(cfg, facts, env or {"PATH": "/usr/bin"}, python="/opt/venv/bin/python",
-                     entrypoints_dir=kwargs.pop("entrypoints_dir", ENTRYPOINTS), **kwargs)
-
-
-def mca(argv):
-    return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "-mca"}
-
-
-def exported(argv):
-    return {argv[i + 1] for i, a in enumerate(argv) if a == "-x"}
-
-
-def program_part(argv):
-    return list(argv[argv.index("sagemaker_mxnet_horovod.act.rank_env") - 2:])
+from unit_helpers.job_plan_cases import (
+    ENTRYPOINTS,
+    GPU8,
+    config,
+    exported,
+    mca,
+    plan,
+    program_part,
+    rcnn_config,
+)
 
 
 def test_single_process_runs_program_without_mpi():
@@ -361,97 +330,6 @@ def test_rcnn_horovod_false_on_two_hosts_is_an_error():
         plan(rcnn_config(horovod="maybe"), facts=GPU8)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Heterogeneous clusters: MPI spans the distribution instance groups' hosts; other hosts run the program alone.
-
-TRAIN_AND_DATA = (("train", ("algo-1", "algo-2")), ("data", ("algo-3",)))
-DATA_FIRST = (("data", ("algo-1",)), ("train", ("algo-2", "algo-3")))
-
-
-def hetero(current, groups=TRAIN_AND_DATA, distribution=("train",), hps=None):
-    resource = {"current_host": current, "hosts": sorted(h for _, hs in groups for h in hs),
-                "network_interface_name": "eth0", "current_instance_type": "ml.c5.xlarge",
-                "current_group_name": next(name for name, hs in groups if current in hs),
-                "instance_groups": [{"instance_group_name": name, "instance_type": "ml.c5.xlarge", "hosts": list(hs)}
-                                    for name, hs in groups]}
-    all_hps = {"sagemaker_program": "mnist", **(hps or {})}
-    if distribution is not None:
-        all_hps["sagemaker_distribution_instance_groups"] = json.dumps(list(distribution))
-    return parse_training_config(PATHS, resource, all_hps, {"train": {}}, {}, entrypoints_dir=ENTRYPOINTS)
-
-
-def test_hetero_master_runs_mpi_on_the_distribution_hosts_only():
-    p = plan(hetero("algo-1"))
-    assert p.role == "master" and p.master_host == "algo-1"
-    assert p.hosts == ("algo-1", "algo-2") and p.workers == ("algo-2",)
-    assert p.command[4] == "c0ffee:1,algo-2:1" and p.command[p.command.index("-np") + 1] == "2"
-    assert p.rank_hosts == ("algo-1", "algo-2") and p.total_processes == 2
-    assert p.role_reason == ""
-
-
-def test_hetero_worker_serves_the_distribution_master():
-    p = plan(hetero("algo-2"))
-    assert p.role == "worker" and p.master_host == "algo-1" and p.command == ()
-
-
-def test_hetero_host_outside_the_distribution_runs_the_program_alone():
-    p = plan(hetero("algo-3", hps={"sagemaker_mpi_num_of_processes_per_host": "2"}))
-    assert p.role == "single" and p.backend == "single" and p.workers == ()
-    assert p.hosts == ("algo-3",) and p.processes_per_host == 1 and p.total_processes == 1
-    assert "mpirun" not in p.command
-    assert p.command[-2:] == ("/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py")
-    assert p.role_reason == (
-        "outside the distribution: instance group 'data' is not in sagemaker_distribution_instance_groups "
-        "['train']; runs the program on its own, one process (MPI runs on algo-1, algo-2, master algo-1)")
-    text = describe(p, {"PATH": "/usr/bin"})
-    assert text.splitlines()[0] == "role: single (" + p.role_reason + ")"
-
-
-def test_hetero_outside_host_skips_the_slot_checks_of_the_distribution_hosts():
-    # A 2-core data host in a job whose training hosts run 8 ranks each: not "more processes than slots".
-    p = plan(hetero("algo-3", hps={"sagemaker_mpi_num_of_processes_per_host": "8"}))
-    assert p.role == "single" and p.processes_per_host == 1
-    # A training host with fewer cores than ranks shares them (CPU hosts are not refused), and says so.
-    training = plan(hetero("algo-1", hps={"sagemaker_mpi_num_of_processes_per_host": "8"}))
-    assert training.processes_per_host == 8 and any("oversubscribed" in note for note in training.notes)
-    assert not any("oversubscribed" in note for note in p.notes)
-
-
-def test_hetero_master_is_the_first_distribution_host_not_hosts0():
-    master = plan(hetero("algo-2", groups=DATA_FIRST))
-    assert master.role == "master" and master.master_host == "algo-2" and master.workers == ("algo-3",)
-    assert master.command[4] == "c0ffee:1,algo-3:1"
-    assert json.loads(master.rank_env["SM_TRAINING_ENV"])["master_hostname"] == "algo-2"
-    worker = plan(hetero("algo-3", groups=DATA_FIRST))
-    assert worker.role == "worker" and worker.master_host == "algo-2"
-    outside = plan(hetero("algo-1", groups=DATA_FIRST))
-    assert outside.role == "single" and outside.hosts == ("algo-1",)
-    assert "MPI runs on algo-2, algo-3, master algo-2" in outside.role_reason
-
-
-def test_hetero_without_distribution_groups_each_group_runs_its_own_job():
-    # As the toolkit with MPI enabled: the distribution group defaults to the current host's own group.
-    p = plan(hetero("algo-3", distribution=None, hps={"sagemaker_mpi_enabled": "true"}))
-    assert p.role == "master" and p.hosts == ("algo-3",) and p.backend == "mpi"
-    assert any("sagemaker_distribution_instance_groups not set: MPI spans this host's instance group 'data' only"
-               in n for n in p.notes)
-    p = plan(hetero("algo-2", distribution=None))
-    assert p.role == "worker" and p.master_host == "algo-1" and p.hosts == ("algo-1", "algo-2")
-
-
-def test_hetero_mpi_disabled_runs_each_distribution_host_alone():
-    p = plan(hetero("algo-2", hps={"sagemaker_mpi_enabled": "false"}))
-    assert p.role == "single" and p.hosts == ("algo-2",) and p.role_reason == ""
-    assert any("each of the 2 hosts" in n for n in p.notes)
-
-
-def test_hetero_rcnn_horovod_false_counts_the_distribution_hosts():
-    cfg = hetero("algo-3", groups=(("train", ("algo-1", "algo-2")), ("solo", ("algo-3",))), distribution=("solo",),
-                 hps={"sagemaker_program": "mask_rcnn", "horovod": "false"})
-    p = plan(cfg, facts=GPU8)
-    assert p.role == "single" and p.processes_per_host == 1
-
-
 def test_warm_pool_cache_holds_pips_cache_and_mxnet_home():
     warm = {"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": "/opt/ml/sagemaker/warmpoolcache/"}
     for p in (plan(config(), env=warm), plan(config(hosts=("algo-1", "algo-2")), env=warm)):
@@ -480,72 +358,3 @@ def test_notes_in_order_config_layout_environment_rules_then_stray_outputs():
         "mpi_yield_when_idle", "NCCL_SOCKET_IFNAME",
         "WARNING",  # files SageMaker would not upload
     ]
-
-
-# --- the parameter server ----------------------------------------------------------------------------------
-
-PS = {"sagemaker_parameter_server_enabled": "true"}
-
-
-def test_parameter_server_master_runs_its_processes_no_mpirun():
-    p = plan(config(hosts=("algo-1", "algo-2"), hps={**PS, "epochs": "2"}))
-    assert (p.backend, p.role, p.command) == ("parameter_server", "master", ())
-    assert p.workers == ("algo-2",)  # the hosts that check in
-    assert [process.name for process in p.processes] == ["scheduler", "server 0", "worker 0"]
-    worker = p.processes[-1]
-    assert worker.argv[-4:] == ("/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py", "--epochs", "2")
-    assert worker.argv[:3] == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_env")
-    assert {k: p.env[k] for k in ("DMLC_PS_ROOT_URI", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER")} == {
-        "DMLC_PS_ROOT_URI": "algo-1", "DMLC_NUM_SERVER": "2", "DMLC_NUM_WORKER": "2"}
-    assert "NCCL_SOCKET_IFNAME" not in p.env  # MPI's rules are MPI's
-
-
-def test_parameter_server_workers_split_the_cores_of_their_machine():
-    # Every process of the host gets the plan's environment; the workers are what computes. 16 cores: 2 workers per host
-    # on instances of their own get 8 threads each; in SDK local mode the 2 hosts share the machine's 16: 4 each.
-    cpu16 = HostFacts(cpu_count=16, interfaces=("eth0",), default_route_interface="eth0", hostname="c0ffee")
-    hosts, two_workers = ("algo-1", "algo-2"), {**PS, "sagemaker_mpi_num_of_processes_per_host": "2"}
-    own = plan(config(hosts=hosts, hps=two_workers, instance_type="ml.c5.4xlarge"), facts=cpu16)
-    assert own.env["OMP_NUM_THREADS"] == "8"
-    local = plan(config(hosts=hosts, hps=two_workers, instance_type="local"), facts=cpu16)
-    assert local.env["OMP_NUM_THREADS"] == "4"
-    assert "OMP_NUM_THREADS=4 (16 cores / (2 workers per host x 2 hosts on this machine))" in describe(local, {})
-    alone = plan(config(hosts=hosts, hps=PS, instance_type="ml.c5.4xlarge"), facts=cpu16)
-    assert "OMP_NUM_THREADS" not in alone.env  # one worker alone on its instance: MXNet's own choice, as AWS's toolkit
-
-
-def test_parameter_server_worker_host():
-    p = plan(config(hosts=("algo-1", "algo-2"), current="algo-2", hps=PS))
-    assert (p.role, p.command, [process.name for process in p.processes]) == ("worker", (), ["server 1", "worker 1"])
-    assert p.rank_env["SM_CURRENT_HOST"] == "algo-2"
-
-
-def test_a_builtin_programs_dist_kvstore_is_a_parameter_server_job():
-    p = plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "dist_sync"}))
-    assert p.backend == "parameter_server" and "--kvstore" in p.processes[-1].argv
-    assert "kvstore=dist_sync: MXNet's parameter servers, as with sagemaker_parameter_server_enabled=true" in p.notes
-    servers = plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "dist_sync",
-                                                           "sagemaker_parameter_server_num_servers": "4"}))
-    assert servers.env["DMLC_NUM_SERVER"] == "4" and [p.name for p in servers.processes][:3] == [
-        "scheduler", "server 0", "server 2"]
-    single = plan(config(hps={"kvstore": "local"}))
-    assert single.backend == "single" and "kvstore=local: one process over all devices" in " ".join(single.notes)
-    with pytest.raises(PlanError, match="kvstore=device runs one process on one host; this job has 2 hosts "
-                                        r"\(use another kvstore, or instance_count=1\)"):
-        plan(config(hosts=("algo-1", "algo-2"), hps={"kvstore": "device"}))
-
-
-def test_describe_a_parameter_server_host():
-    hps = {**PS, "sagemaker_mpi_num_of_processes_per_host": "2"}
-    text = describe(plan(config(hosts=("algo-1", "algo-2"), hps=hps)), {"PATH": "/usr/bin"})
-    lines = text.splitlines()
-    assert lines[2] == "hosts: algo-1:2, algo-2:2  (4 workers, parameter server)"
-    assert "parameter server: scheduler on algo-1; 2 servers (algo-1: 1, algo-2: 1); 4 workers (2 per host)" in lines
-    assert "process scheduler: DMLC_ROLE=scheduler /opt/venv/bin/python -c 'import mxnet'" in lines
-    assert any(line.startswith("process worker 1: DMLC_ROLE=worker SMMH_WORKER_RANK=1 SMMH_LOCAL_WORKER_RANK=1 "
-                               "SMMH_LOCAL_WORKERS=2 /opt/venv/bin/python -m sagemaker_mxnet_horovod.act.rank_env")
-               for line in lines)
-    assert not any(line.startswith("command:") for line in lines)
-    assert ("process logs: /opt/ml/output/data/logs/<host>-rank-<worker>.log (a server's, the scheduler's: "
-            "<host>-server-<n>.log, <host>-scheduler.log); console: every rank") in lines
-    assert "DMLC_PS_ROOT_URI=algo-1" in next(line for line in lines if line.startswith("env: "))

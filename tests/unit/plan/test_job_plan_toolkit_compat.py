@@ -2,8 +2,8 @@
 program's working directory, MPI options only where mpirun runs. (A topic of job_plan.py's tests, kept apart from
 test_job_plan.py; the SM_* environment: compat/test_toolkit_env.py; stray output files: test_stray_outputs.py.)"""
 
-from plan_cases import GPU8, config, options, plan
 from sagemaker_mxnet_horovod.act.rank_env import rank_environment
+from unit_helpers.plan_cases import GPU8, config, options, plan
 
 # --- --NCCL_DEBUG -----------------------------------------------------------------------------------------
 

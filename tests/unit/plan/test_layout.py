@@ -6,7 +6,6 @@ from pathlib import Path
 from types import MappingProxyType
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import ConfigError, PlanError
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.launch_rules import LaunchRules, parameter_server_request, single_process_request
@@ -21,6 +20,7 @@ from sagemaker_mxnet_horovod.plan.layout import (
     processes_per_host,
     program_single_process,
 )
+from unit_helpers import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 CPU2 = HostFacts(cpu_count=2, interfaces=("eth0",), default_route_interface="eth0")

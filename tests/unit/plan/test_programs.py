@@ -3,11 +3,11 @@
 from pathlib import Path
 
 import pytest
-import unit_paths
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.parse.training_config import parse_training_config
 from sagemaker_mxnet_horovod.plan.programs import resolve_program
+from unit_helpers import unit_paths
 
 PATHS = Paths(Path("/opt/ml"))
 

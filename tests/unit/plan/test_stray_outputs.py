@@ -3,9 +3,9 @@ SageMaker would not upload: found in the MPI options and the environment, warned
 copies them at the end)."""
 
 import pytest
-from plan_cases import PATHS, config, options, plan
 from sagemaker_mxnet_horovod.plan.job_plan import describe
 from sagemaker_mxnet_horovod.plan.stray_outputs import find_stray_outputs, stray_path
+from unit_helpers.plan_cases import PATHS, config, options, plan
 
 
 @pytest.mark.parametrize("value,copy_to", [

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from handshake_peers import JOB_KEY, checked_in_worker, connect_worker, free_port, gathering
-from late_peers import arriving_late
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.core.exits import ClusterError
+from unit_helpers.late_peers import arriving_late
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ import stat
 import sys
 
 import pytest
-from late_peers import arriving_late, worker_checking_in
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.act.rank_env import rank_environment
 from sagemaker_mxnet_horovod.backends import mpi
 from sagemaker_mxnet_horovod.backends.mpi.master_run import MasterRun
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from unit_helpers.late_peers import arriving_late, worker_checking_in
+from unit_helpers.plan_cases import config, plan
 
 pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
 

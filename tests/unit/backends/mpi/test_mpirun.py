@@ -5,7 +5,6 @@ import dataclasses
 import shlex
 
 import pytest
-from rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
 from sagemaker_mxnet_horovod.backends.mpi.mpirun import (
     build_mpirun_command,
     exported_names,
@@ -23,6 +22,7 @@ from sagemaker_mxnet_horovod.backends.registry import plan_job
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.mpi_options import parse_mpi_options
 from sagemaker_mxnet_horovod.plan.env_rules import Setting, apply_rules
+from unit_helpers.rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
 
 RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
 BASE = [("pml", "ob1"), ("btl", "^openib,ofi"), ("btl_vader_single_copy_mechanism", "none"),

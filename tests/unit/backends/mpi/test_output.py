@@ -3,10 +3,10 @@ report naming the rank killed by SIGKILL and the first failed rank (captured in 
 
 import signal
 
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
+from unit_helpers.plan_cases import config, plan
 
 TWO_HOSTS = plan(config(hosts=("algo-1", "algo-2")))  # 2 hosts x 1 rank: rank 1 is algo-2's
 # mpirun knows the master by its container hostname; the plan's names are what a failure gives.

@@ -7,10 +7,10 @@ import dataclasses
 import socket
 
 import pytest
-from late_peers import arriving_late, master_listening
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod.backends.mpi.worker_run import run_worker
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from unit_helpers.late_peers import arriving_late, master_listening
+from unit_helpers.plan_cases import config, plan
 
 pytestmark = pytest.mark.usefixtures("restore_signal_handlers")  # the run installs its own handlers
 

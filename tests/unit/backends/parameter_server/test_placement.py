@@ -2,7 +2,6 @@
 turn over the hosts, the workers numbered host by host) and the DMLC_* variables of parameter-server jobs."""
 
 import pytest
-from rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
 from sagemaker_mxnet_horovod.backends.parameter_server.placement import (
     RULES,
     describe_roles,
@@ -16,6 +15,7 @@ from sagemaker_mxnet_horovod.backends.parameter_server.placement import (
     server_hosts,
 )
 from sagemaker_mxnet_horovod.plan.env_rules import apply_rules
+from unit_helpers.rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
 
 RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
 ROLE_ARGV = ("python", "-c", "import mxnet")

@@ -14,8 +14,6 @@ import threading
 import time
 
 import pytest
-import unit_paths
-from plan_cases import config, plan
 from sagemaker_mxnet_horovod import __version__
 from sagemaker_mxnet_horovod.backends.parameter_server import ps_run, roles
 from sagemaker_mxnet_horovod.backends.parameter_server.ps_run import ParameterServerRun
@@ -23,7 +21,9 @@ from sagemaker_mxnet_horovod.core.plan import LocalProcess
 from sagemaker_mxnet_horovod.diagnose import host_report
 from sagemaker_mxnet_horovod.diagnose.host_report import HostReport
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading
-from stacks_request import ask_for_stacks_then_release
+from unit_helpers import unit_paths
+from unit_helpers.plan_cases import config, plan
+from unit_helpers.stacks_request import ask_for_stacks_then_release
 
 # A server or scheduler: runs until it is ended, or a minute (then it exits 0: a launcher that waited for it instead
 # of ending it finds "exited with code 0" in the log, where these tests look for how it was ended).
