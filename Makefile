@@ -235,7 +235,7 @@ fault-tests: ## The fault-injection suite alone (tests/faults, part of make test
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/faults
 
 fault-report: check-python ## The fault scenarios under this launcher and the sagemaker-training toolkit's, side by side (slow)
-	DOCKER=$(DOCKER) PYTHONPATH=scripts $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
+	DOCKER=$(DOCKER) PYTHONPATH=scripts:container/src $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
 
 CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
 image-tests: ## Run tests/programs, tests/toolkit and tests/image inside the CPU image (its MXNet, Horovod, mpirun, sagemaker-training)

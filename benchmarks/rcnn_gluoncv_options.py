@@ -5,7 +5,7 @@ losses, each configuration against the defaults, runs interleaved (A B C A B C .
 Run inside the image, with the source tree mounted (the programs run from it):
 
     docker run --rm -v "$PWD":/src:ro -w /src sagemaker-mxnet-horovod:cpu \
-        python benchmarks/rcnn_gluoncv_options.py [--model mask] [--iterations 6] [--rounds 2] [--short 256]
+        python -m benchmarks.rcnn_gluoncv_options [--model mask] [--iterations 6] [--rounds 2] [--short 256]
 
 Each run: one process (1 rank, OMP_NUM_THREADS=2, --num-workers 0), random weights (--pretrained-base false), no
 validation, --iterations iterations of batch 1 on synthetic COCO (sagemaker_mxnet_data.synthetic_coco: 8 images of
@@ -61,8 +61,7 @@ def main():
     parser.add_argument("--short", type=int, default=256)
     parser.add_argument("--configs", nargs="*", default=list(CONFIGURATIONS), choices=list(CONFIGURATIONS))
     args = parser.parse_args()
-    sys.path.insert(0, str(ROOT / "container" / "src"))
-    from sagemaker_mxnet_data import synthetic_coco
+    from sagemaker_mxnet_data import synthetic_coco  # the image's (installed there)
 
     results = {name: [] for name in args.configs}
     with tempfile.TemporaryDirectory() as tmp:

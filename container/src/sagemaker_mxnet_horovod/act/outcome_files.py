@@ -3,7 +3,7 @@ the empty `success` the toolkit writes, what the user's own program wrote to the
 written where SageMaker would not upload them, copied into output/data at the end.
 
 The job's outcome files of an earlier run in the same directory are cleared at the start (SDK local mode and
-scripts/local_job.py can reuse a directory; on SageMaker it starts empty), so what is there at the end was
+scripts/local_job/ can reuse a directory; on SageMaker it starts empty), so what is there at the end was
 written by this job.
 """
 
