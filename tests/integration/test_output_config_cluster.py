@@ -108,7 +108,8 @@ RCNN_TINY = {"pretrained-base": "false", "short": "256", "max-size": "320", "num
              "mpi_peer_timeout_s": "60"}
 
 
-def test_a_restarted_faster_rcnn_job_resumes_from_local_path_on_two_hosts(image, tmp_path):
+@pytest.mark.parametrize("program", ["faster_rcnn", "mask_rcnn"])
+def test_a_restarted_rcnn_job_resumes_from_local_path_on_two_hosts(image, tmp_path, program):
     coco = tmp_path / "coco"
     # No validation split: the resume is what is tested, validation has its own tests.
     subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco",
@@ -116,7 +117,7 @@ def test_a_restarted_faster_rcnn_job_resumes_from_local_path_on_two_hosts(image,
 
     def rcnn_run(name, dirs, epochs):
         spec = JobSpec(image=image, hosts=2, timeout_s=900, config_files=config_files(),
-                       hyperparameters={"sagemaker_program": "faster_rcnn", "epochs": str(epochs), **RCNN_TINY},
+                       hyperparameters={"sagemaker_program": program, "epochs": str(epochs), **RCNN_TINY},
                        channels=[Channel("train", coco)],
                        host_mounts={host: [(ckpt, CKPT, "rw"), (tb, TB, "rw")] for host, (ckpt, tb) in dirs.items()})
         return run_job(spec, tmp_path / name / "job")
@@ -136,6 +137,6 @@ def test_a_restarted_faster_rcnn_job_resumes_from_local_path_on_two_hosts(image,
     second = rcnn_run("second", second_dirs, epochs=2)
     assert second.exit_codes == [0, 0], second.describe()
     stem = params[0][:-len(".params")]
-    assert f"faster_rcnn: resumed from checkpoint {CKPT}/{stem}.params at epoch 1" in second.master.logs
+    assert f"{program}: resumed from checkpoint {CKPT}/{stem}.params at epoch 1" in second.master.logs
     trained = {line.split("epoch=")[1].split()[0] for line in second.master.logs.splitlines() if " iter=" in line}
     assert trained == {"1"}, second.master.logs[-3000:]
