@@ -4,6 +4,7 @@ A uniquely named module, not conftest: tests/faults and tests/sdk have conftests
 `from conftest import` would pick whichever pytest loaded last when they run in one session."""
 
 import os
+import subprocess
 from pathlib import Path
 
 from local_job import JobSpec, run_job
@@ -21,3 +22,11 @@ def run(image, workdir, hosts=2, hps=None, env=None, **spec):
     job = JobSpec(image=image, hosts=hosts, hyperparameters=hyperparameters, env=env or {}, code_dir=CODE_DIR,
                   timeout_s=spec.pop("timeout_s", 180), **spec)
     return run_job(job, workdir)
+
+
+def synthetic_mnist(image, root, train, test):
+    """Synthetic MNIST (`train/`, `test/` of IDX files) in root/mnist, made by the image's own data tool."""
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "synth-data", image, "mnist",
+                    "/data/mnist", "--train", str(train), "--test", str(test)], check=True, capture_output=True,
+                   timeout=300)
+    return Path(root) / "mnist"

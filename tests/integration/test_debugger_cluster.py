@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cluster_jobs import DOCKER
+from cluster_jobs import DOCKER, synthetic_mnist
 from local_job import Channel, JobSpec, run_job
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "debugger"
@@ -20,10 +20,7 @@ HOSTS = ("algo-1", "algo-2")
 
 @pytest.fixture(scope="module")
 def mnist_data(image, tmp_path_factory):
-    root = tmp_path_factory.mktemp("mnist")
-    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "synth-data", image, "mnist",
-                    "/data/mnist", "--train", "2000", "--test", "500"], check=True, capture_output=True, timeout=300)
-    return root / "mnist"
+    return synthetic_mnist(image, tmp_path_factory.mktemp("mnist"), 2000, 500)
 
 
 def hook_config(name, **changes):

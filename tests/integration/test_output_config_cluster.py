@@ -11,7 +11,7 @@ import shutil
 import subprocess
 
 import pytest
-from cluster_jobs import DOCKER
+from cluster_jobs import DOCKER, synthetic_mnist
 from local_job import Channel, JobSpec, run_job
 
 HOSTS = ("algo-1", "algo-2")
@@ -20,10 +20,7 @@ CKPT, TB = "/checkpoints-custom/mnist", "/tensorboard-custom"  # LocalPaths: not
 
 @pytest.fixture(scope="module")
 def mnist_data(image, tmp_path_factory):
-    root = tmp_path_factory.mktemp("mnist")
-    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "synth-data", image, "mnist",
-                    "/data/mnist", "--train", "1000", "--test", "200"], check=True, capture_output=True)
-    return root / "mnist"
+    return synthetic_mnist(image, tmp_path_factory.mktemp("mnist"), 1000, 200)
 
 
 def config_files():

@@ -10,7 +10,7 @@ import re
 import subprocess
 
 import pytest
-from cluster_jobs import DOCKER, run
+from cluster_jobs import DOCKER, run, synthetic_mnist
 from local_job import Channel, JobSpec, run_job
 from test_diagnostics_cluster import complete_dumps, wait_for
 
@@ -96,10 +96,7 @@ def test_stacks_on_demand_process_logs_and_peak_memory(image, tmp_path):
 
 @pytest.fixture(scope="module")
 def mnist_data(image, tmp_path_factory):
-    root = tmp_path_factory.mktemp("mnist")
-    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", "--entrypoint", "synth-data", image, "mnist",
-                    "/data/mnist", "--train", "3000", "--test", "200"], check=True, capture_output=True)
-    return root / "mnist"
+    return synthetic_mnist(image, tmp_path_factory.mktemp("mnist"), 3000, 200)
 
 
 def test_builtin_mnist_with_kvstore_dist_sync(image, tmp_path, mnist_data):
