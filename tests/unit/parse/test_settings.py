@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.paths import Paths
-from sagemaker_mxnet_horovod.parse.settings import KNOBS, TOOLKIT_OWN_KEYS, LauncherSettings, parse_launcher_settings
+from sagemaker_mxnet_horovod.parse.settings import (
+    KNOBS,
+    KNOWN_KEYS,
+    SAGEMAKER_KEY_NAMES,
+    TOOLKIT_OWN_KEYS,
+    LauncherSettings,
+    parse_launcher_settings,
+)
 from sagemaker_mxnet_horovod.parse.training_config import (
     parse_hyperparameters,
 )
@@ -56,15 +63,43 @@ def test_unknown_launcher_knob_warns():
     assert "'horovod_fusion_mb'" in warnings[0] and "'mpi_foo'" in warnings[1]
 
 
+# Every sagemaker_* hyperparameter an MXNet estimator (or a tuning job around one) sends, retyped from the SDK's
+# source: sagemaker 2.257.7 (tests/sdk/requirements-v2.txt), file:line in its package, and SDK v1.
+SDK_KEYS = {
+    "sagemaker_program": "model.py:141 SCRIPT_PARAM_NAME (Framework._script_mode_hyperparam_update, estimator.py:3724)",
+    "sagemaker_submit_directory": "model.py:142 DIR_PARAM_NAME (estimator.py:3723)",
+    "sagemaker_container_log_level": "model.py:143 CONTAINER_LOG_LEVEL_PARAM_NAME (estimator.py:3725)",
+    "sagemaker_job_name": "model.py:144 JOB_NAME_PARAM_NAME (estimator.py:3726)",
+    "sagemaker_region": "model.py:146 SAGEMAKER_REGION_PARAM_NAME (estimator.py:3727)",
+    "sagemaker_s3_output": "model.py:147 SAGEMAKER_OUTPUT_LOCATION; the toolkit's params.py S3_OUTPUT_LOCATION_PARAM",
+    "sagemaker_parameter_server_enabled": "estimator.py:132 LAUNCH_PS_ENV_NAME (MXNet._configure_distribution, "
+                                          "mxnet/estimator.py:200)",
+    "sagemaker_mpi_enabled": "estimator.py:133 LAUNCH_MPI_ENV_NAME (mxnet/estimator.py:205)",
+    "sagemaker_mpi_num_of_processes_per_host": "estimator.py:137 MPI_NUM_PROCESSES_PER_HOST (mxnet/estimator.py:208)",
+    "sagemaker_mpi_custom_mpi_options": "estimator.py:138 MPI_CUSTOM_MPI_OPTIONS (mxnet/estimator.py:212)",
+    "sagemaker_distribution_instance_groups": "estimator.py:4111 (Framework._distribution_configuration)",
+    "sagemaker_estimator_module": "tuner.py:587 SAGEMAKER_ESTIMATOR_MODULE (a tuning job's static hyperparameters)",
+    "sagemaker_estimator_class_name": "tuner.py:588 SAGEMAKER_ESTIMATOR_CLASS_NAME",
+    "sagemaker_enable_cloudwatch_metrics": "SDK v1's model.py CLOUDWATCH_METRICS_PARAM_NAME, which its "
+                                           "Framework._prepare_for_training set for every job; the toolkit's "
+                                           "params.py ENABLE_METRICS_PARAM",
+}
+
+
+@pytest.mark.parametrize("key", sorted(SDK_KEYS))
+def test_every_key_the_sdk_sends_is_known_and_never_warned_about(key):
+    # A knob of the launcher's, or one of SageMaker's own (parse/settings.SAGEMAKER_KEYS): never the program's.
+    assert key in KNOWN_KEYS | SAGEMAKER_KEY_NAMES, f"{key} ({SDK_KEYS[key]}) is in neither list"
+    assert parse_launcher_settings({key: ""}, {})[1] == []  # an empty value: no setting, the key still read
+
+
 def test_the_keys_the_sdk_sets_for_every_job_do_not_warn():
-    # What SDK v2 sets for an MXNet estimator (tests/sdk: its hyperparameters, printed); the toolkit's own keys it
-    # does not always set (sagemaker_s3_output, sagemaker_enable_cloudwatch_metrics) warn, as they always did.
+    # What SDK v2 sets for an MXNet estimator (tests/sdk: its hyperparameters, printed), a tuning job's keys, and the
+    # toolkit's own keys it does not always set (sagemaker_s3_output, sagemaker_enable_cloudwatch_metrics).
     sdk = {"sagemaker_container_log_level": "20", "sagemaker_job_name": "j", "sagemaker_region": "us-west-2",
-           "sagemaker_estimator_class_name": "MXNet", "sagemaker_estimator_module": "sagemaker.mxnet"}
+           "sagemaker_estimator_class_name": "MXNet", "sagemaker_estimator_module": "sagemaker.mxnet",
+           "sagemaker_s3_output": "s3://b", "sagemaker_enable_cloudwatch_metrics": "false"}
     assert parse_launcher_settings(sdk, {})[1] == []
-    _, warnings = parse_launcher_settings({"sagemaker_s3_output": "s3://b", "sagemaker_enable_cloudwatch_metrics": 1},
-                                          {})
-    assert ["sagemaker_enable_cloudwatch_metrics" in warnings[0], "sagemaker_s3_output" in warnings[1]] == [True, True]
 
 
 def test_the_toolkits_own_keys_are_not_framework_parameters():

@@ -138,37 +138,39 @@ KEYS = SimpleNamespace(**{name: given.key for name, given in KNOBS})
 
 @dataclass(frozen=True)
 class SageMakerKey:
-    """A hyperparameter SageMaker's SDK or the training toolkit sets: never the program's (no argument, no SM_HPS)."""
+    """A hyperparameter SageMaker's SDK or the training toolkit sets: never the program's (no argument, no SM_HPS),
+    and never warned about as unknown."""
 
     key: str
     toolkit_own: bool = True  # in the toolkit's SAGEMAKER_HYPERPARAMETERS: not among SM_FRAMEWORK_PARAMS
-    quiet: bool = False  # set by the SDK for every job and meaningless to the launcher: no unknown-key warning
 
 
-# SageMaker's own hyperparameters, the one list (the toolkit's environment and the program's arguments read it).
+# SageMaker's own hyperparameters, the one list (the toolkit's environment, the program's arguments and the
+# unknown-key warning read it). Those the launcher consumes are knobs (KEYS); the rest mean nothing to it.
+# tests/unit/parse/test_settings.py checks it against the keys retyped from the SDK's source.
 SAGEMAKER_KEYS: tuple[SageMakerKey, ...] = (
     SageMakerKey(KEYS.program),
     SageMakerKey(KEYS.submit_directory),
-    SageMakerKey("sagemaker_enable_cloudwatch_metrics"),
-    SageMakerKey("sagemaker_region", quiet=True),
-    SageMakerKey("sagemaker_container_log_level", quiet=True),
-    SageMakerKey("sagemaker_job_name", quiet=True),
-    SageMakerKey("sagemaker_s3_output"),
-    SageMakerKey("sagemaker_estimator_class_name", toolkit_own=False, quiet=True),
-    SageMakerKey("sagemaker_estimator_module", toolkit_own=False, quiet=True),
+    SageMakerKey("sagemaker_enable_cloudwatch_metrics"),  # SDK v1's Framework sent it for every job
+    SageMakerKey("sagemaker_region"),
+    SageMakerKey("sagemaker_container_log_level"),
+    SageMakerKey("sagemaker_job_name"),
+    SageMakerKey("sagemaker_s3_output"),  # the SDK's SAGEMAKER_OUTPUT_LOCATION
+    # A hyperparameter tuning job's: which estimator to rebuild (the SDK's HyperparameterTuner).
+    SageMakerKey("sagemaker_estimator_class_name", toolkit_own=False),
+    SageMakerKey("sagemaker_estimator_module", toolkit_own=False),
     # Without a launcher prefix: the toolkit's module name, and what hyperparameter tuning jobs add.
     SageMakerKey("default_user_module_name"),
     SageMakerKey("_tuning_objective_metric"),
 )
 SAGEMAKER_KEY_NAMES = frozenset(given.key for given in SAGEMAKER_KEYS)
 TOOLKIT_OWN_KEYS = frozenset(given.key for given in SAGEMAKER_KEYS if given.toolkit_own)
-IGNORED_KEYS = frozenset(given.key for given in SAGEMAKER_KEYS if given.quiet)
 
 
 def unknown_key_warnings(hps: Mapping[str, Any]) -> list[str]:
     return [f"unknown launcher hyperparameter {key!r} ignored (known: {', '.join(sorted(KNOWN_KEYS))})"
             for key in sorted(hps)
-            if key.startswith(LAUNCHER_PREFIXES) and key not in KNOWN_KEYS and key not in IGNORED_KEYS]
+            if key.startswith(LAUNCHER_PREFIXES) and key not in KNOWN_KEYS and key not in SAGEMAKER_KEY_NAMES]
 
 
 def parse_launcher_settings(hps: Mapping[str, Any], env: Mapping[str, str]) -> tuple[LauncherSettings, list[str]]:
