@@ -16,6 +16,7 @@ import time
 
 from sagemaker_mxnet_horovod.act.rank_output import RankLogs
 from sagemaker_mxnet_horovod.act.supervise import TAIL_LINES, JobProcess
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from unit_helpers import unit_paths
 from unit_helpers.live_output import wait_for_line
 
@@ -30,8 +31,7 @@ time.sleep(60)
 
 
 def python_job(code: str, **kwargs) -> JobProcess:
-    return JobProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), tagged=kwargs.pop("tagged", False),
-                      **kwargs)
+    return JobProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), **kwargs)
 
 
 def started_sleeper(handler: str, **kwargs) -> JobProcess:
@@ -74,7 +74,7 @@ def test_mpiruns_tags_name_the_rank_of_each_stderr_line():
         sys.stderr.flush()
         sys.stderr.write("mpirun detected that one or more processes exited with non-zero status\n")
         sys.exit(1)
-    """, tagged=True, stderr_observers=(lambda rank, text: seen.append((rank, text)),))
+    """, output=MPIRUN, stderr_observers=(lambda rank, text: seen.append((rank, text)),))
     job.start()
     result = job.wait()
     assert result.returncode == 1
@@ -96,7 +96,7 @@ sys.stdout.write("[1,1]<stdout>:loss=0.5\n[1,0]<stdout>:no newline at the end")
 
 def test_each_ranks_whole_lines_go_to_its_log_and_the_chosen_ranks_to_the_console(tmp_path, capfd):
     seen = []
-    job = python_job(INTERLEAVED, tagged=True, stderr_observers=(lambda rank, text: seen.append((rank, text)),),
+    job = python_job(INTERLEAVED, output=MPIRUN, stderr_observers=(lambda rank, text: seen.append((rank, text)),),
                      rank_logs=RankLogs(tmp_path, ("algo-1", "algo-2")), console_ranks=frozenset({1}))
     job.start()
     result = job.wait()
@@ -113,7 +113,7 @@ def test_each_ranks_whole_lines_go_to_its_log_and_the_chosen_ranks_to_the_consol
 
 
 def test_every_rank_reaches_the_console_untouched_by_default(capfd):
-    job = python_job(INTERLEAVED, tagged=True)
+    job = python_job(INTERLEAVED, output=MPIRUN)
     job.start()
     job.wait()
     out, _ = capfd.readouterr()
@@ -162,7 +162,7 @@ import json, os, sys
 from sagemaker_mxnet_horovod.act.supervise import JobProcess
 from sagemaker_mxnet_horovod.core import stop
 program = sys.argv[1]
-job = JobProcess([sys.executable, "-c", program], dict(os.environ), tagged=False, stop_grace_s=30)
+job = JobProcess([sys.executable, "-c", program], dict(os.environ), stop_grace_s=30)
 stops = []
 stop.listen(lambda signum: (job.stop(signum), stops.append(signum)))
 job.start()

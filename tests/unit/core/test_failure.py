@@ -29,11 +29,6 @@ def test_the_launchers_own_finding_goes_first_and_only_when_there_is_one():
                                            "--- last lines of rank 0 stderr ---", "x"]
 
 
-def test_tags_left_in_the_middle_of_a_tail_line_are_removed():
-    failure = Failure("cause", tail_title="rank 1 stderr", tail=("part one [1,1]<stderr>:part two",))
-    assert failure.render().splitlines()[-1] == "part one part two"
-
-
 def test_fit_keeps_cause_and_newest_detail():
     message = "rank 0 on algo-1 exited with code 1: boom\n" + "\n".join(f"line {i}" for i in range(500))
     text = fit(message)

@@ -7,6 +7,7 @@ stack is written here in the format MXNet 1.x builds with stack traces print (th
 
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.diagnose.crashes import (
     CrashLog,
     Frame,
@@ -15,6 +16,7 @@ from sagemaker_mxnet_horovod.diagnose.crashes import (
     innermost_named_frame,
     readable,
 )
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
 
 CAPTURES = Path(__file__).parent / "captures"
 MPI_LIB = "/opt/venv/lib/python3.11/site-packages/horovod/mxnet/mpi_lib.cpython-311-x86_64-linux-gnu.so"
@@ -23,13 +25,20 @@ ENQUEUE_BROADCAST = ("_ZN7horovod6common22EnqueueTensorBroadcastESt10shared_ptrI
                      "S0_6StatusEEEi")
 
 
-def logged(capture: str, tag: str = "[1,1]<stderr>:", rank: int = 1) -> CrashLog:
-    """A CrashLog fed rank `rank`'s lines of a capture as the launcher's pump passes them (leading tag removed)."""
+def fed(raw_lines, tagged: bool = True, rank: int = 1) -> CrashLog:
+    """A CrashLog fed rank `rank`'s lines of a job's stderr as the launcher's pump passes them: cut at mpirun's tags by
+    the MPI backend's reader, or (tagged=False: mpirun without --tag-output, a program) every line as it is."""
     log = CrashLog()
-    for line in (CAPTURES / capture).read_text().splitlines():
-        if line.startswith(tag):
-            log.observe(rank, line[len(tag):])
+    reader = (MPIRUN if tagged else PROGRAM).lines("stderr")
+    for raw in raw_lines:
+        for line in reader.feed(raw):
+            if not tagged or line.rank == rank:
+                log.observe(rank, line.text)
     return log
+
+
+def logged(capture: str, tagged: bool = True, rank: int = 1) -> CrashLog:
+    return fed((CAPTURES / capture).read_bytes().splitlines(keepends=True), tagged, rank)
 
 
 def test_segv_in_horovod_then_abort_while_exiting_names_the_segv_and_horovods_frame():
@@ -43,8 +52,7 @@ def test_segv_in_horovod_then_abort_while_exiting_names_the_segv_and_horovods_fr
 
 def test_mxnet_handler_without_a_stack_names_the_signal_only():
     for capture in ("ctypes-segv-mxnet-handler.txt", "plain-mpirun-segv-exit255.txt"):
-        tag = "[1,1]<stderr>:" if capture.startswith("ctypes") else ""
-        crash = logged(capture, tag).crash(1)
+        crash = logged(capture, tagged=capture.startswith("ctypes")).crash(1)
         assert crash == NativeCrash(11), capture
         assert crash.describe() == "SIGSEGV (segmentation fault)"
 
@@ -75,9 +83,7 @@ Stack trace:
 
 def test_mxnet_stack_tagged_or_not_skips_the_reporters_frames_and_shortens_demangled_names():
     for tag in ("", "[1,0]<stderr>:"):
-        log = CrashLog()
-        for line in MXNET_STACK.splitlines():
-            log.observe(0, tag + line)
+        log = fed([f"{tag}{line}\n".encode() for line in MXNET_STACK.splitlines()], tagged=bool(tag), rank=0)
         assert log.crash(0).describe() == ("SIGSEGV (segmentation fault) in mxnet::CopyFromToDnsImpl<...> "
                                            "(libmxnet.so)")
 

@@ -3,6 +3,7 @@
 
 import json
 
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.diagnose.hangs import (
     StallLog,
     hang_cause,
@@ -11,9 +12,9 @@ from sagemaker_mxnet_horovod.diagnose.hangs import (
     stall_cause,
 )
 
-# Rank 0's stderr lines as supervise.JobProcess hands them over (leading tag removed): Horovod 0.28.1 writes its log
+# Rank 0's lines of mpirun's stderr, each after its leading tag "[1,0]<stderr>:": Horovod 0.28.1 writes its log
 # message in pieces, which mpirun tags mid-line. A warning at the check time, then the shutdown.
-HOROVOD_STALL_STDERR = [
+HOROVOD_STALL_MPIRUN = [
     "[[1,0]<stderr>:2026-11-23 13:25:48[1,0]<stderr>:.[1,0]<stderr>:357253[1,0]<stderr>:: [1,0]<stderr>:W"
     "[1,0]<stderr>: [1,0]<stderr>:/tmp/pip-install/horovod/common/stall_inspector.cc[1,0]<stderr>::[1,0]<stderr>:107"
     "[1,0]<stderr>:] [1,0]<stderr>:One or more tensors were submitted to be reduced, gathered or broadcasted by "
@@ -30,6 +31,15 @@ HOROVOD_STALL_STDERR = [
     "Traceback (most recent call last):",
     "mxnet.base.MXNetError: MXNetError: Horovod has been shut down. This was caused by an exception on one of ...",
 ]
+
+
+def rank_0_lines(pieces):
+    """Rank 0's lines as supervise.JobProcess hands them over: mpirun's stderr cut by the MPI backend's reader."""
+    reader = MPIRUN.lines("stderr")
+    return [line.text for piece in pieces for line in reader.feed(f"[1,0]<stderr>:{piece}\n".encode())]
+
+
+HOROVOD_STALL_STDERR = rank_0_lines(HOROVOD_STALL_MPIRUN)
 RANK_HOSTS = ("algo-1", "algo-1", "algo-2", "algo-2")
 
 

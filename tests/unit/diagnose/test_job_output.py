@@ -5,7 +5,7 @@ import signal
 
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM, RankLine
 from unit_helpers.plan_cases import config, plan
 
 SINGLE = plan(config(hosts=("algo-1",)))
@@ -16,6 +16,14 @@ MPIRUN_WORDS = ["mpirun noticed that process rank 1 with PID 0 on node algo-2 ex
 def test_the_program_is_named_by_its_name_and_its_output_is_untagged():
     assert PROGRAM.where(SINGLE, 0, "algo-1") == "mnist on algo-1"
     assert PROGRAM.tagged_by_rank is False
+
+
+def test_the_programs_lines_are_taken_as_they_are():
+    # Nothing in a program's own output names a rank, whatever it looks like; nothing is left over at the end.
+    lines = PROGRAM.lines("stdout")
+    assert lines.feed(b"[1,0]<stdout>:epoch 1\n") + lines.feed(b"bad \xff byte\n") == [
+        RankLine(None, "stdout", "[1,0]<stdout>:epoch 1"), RankLine(None, "stdout", "bad \ufffd byte")]
+    assert lines.flush() == []
 
 
 def test_only_the_programs_own_sigkill_is_the_jobs():

@@ -15,8 +15,10 @@ import os
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.supervise import JobProcess
+from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.failure import fit
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog, NativeCrash
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
 from sagemaker_mxnet_horovod.diagnose.ranks import MpirunReport, parse_mpirun_report, process_failure, rank_failure
 
 NONZERO = """--------------------------------------------------------------------------
@@ -112,11 +114,11 @@ TWO_HOSTS = ("algo-1", "algo-2")
 
 
 def replay(capture: str, tagged: bool = True):
-    """The launcher's view of a captured output: supervise.JobProcess reads it (from cat) as it reads mpirun's, with the
-    launcher's CrashLog observing the ranks' stderr."""
+    """The launcher's view of a captured output: supervise.JobProcess reads it (from cat) as it reads mpirun's (with the
+    MPI backend's reader) or a program's, with the launcher's CrashLog observing the ranks' stderr."""
     crash_log = CrashLog()
-    job = JobProcess(["sh", "-c", 'cat "$0" >&2', str(CAPTURES / capture)], dict(os.environ), tagged=tagged,
-              stderr_observers=(crash_log.observe,))
+    job = JobProcess(["sh", "-c", 'cat "$0" >&2', str(CAPTURES / capture)], dict(os.environ),
+                     output=MPIRUN if tagged else PROGRAM, stderr_observers=(crash_log.observe,))
     job.start()
     return job.wait(), crash_log
 

@@ -36,7 +36,8 @@ CRASH_EXIT_GRACE_S = 30.0
 
 class CommandRun:
     """output: how the command's output is read (diagnose/job_output.py): the program's own, rank 0 on this host, or
-    the backend's reader (the MPI backend's: mpirun's output, tagged by rank, reporting the first failed rank)."""
+    the backend's reader (the MPI backend's: mpirun's output, each rank's lines apart, reporting the first failed
+    rank)."""
 
     def __init__(self, plan: Plan, env: Mapping[str, str], failure_file: Path, output: JobOutput = PROGRAM):
         self.plan, self.failure_file, self.output = plan, failure_file, output
@@ -47,7 +48,7 @@ class CommandRun:
         self.stall_log = StallLog(on_first_report=lambda: self.stacks.dump_later("Horovod's first stall warning"))
         self.crash_log = CrashLog(on_first_report=self.on_crash_report)
         data_dir = Path(plan.output_data_dir) if plan.output_data_dir else None
-        self.job = JobProcess(plan.command, env, tagged=output.tagged_by_rank,
+        self.job = JobProcess(plan.command, env, output,
                               stderr_observers=(self.stall_log.observe, self.crash_log.observe),
                               rank_logs=RankLogs(data_dir / "logs", plan.rank_hosts) if data_dir else None,
                               console_ranks=plan.console_ranks,

@@ -1,73 +1,17 @@
-"""Each rank's output as whole lines: to its own log file, and to the console when it is one of the ranks chosen
-to be shown there (mpi_console_ranks; all by default).
-
-mpirun --tag-output tags every piece of output a rank writes ("[1,3]<stderr>:"): a rank's line written in pieces
-arrives as several tagged pieces, and a piece without its newline is followed by whatever comes next, another
-rank's piece included, on the same line of mpirun's output. RankLines cuts mpirun's output at the tags and
-gives back each rank's whole lines; RankLogs writes them to output/data/logs/<host>-rank-<rank>.log, which
-SageMaker uploads with output.tar.gz.
+"""Each rank's output as whole lines (cut by the reader the job's backend hands the run: diagnose/job_output.py): to
+its own log file, and to the console when it is one of the ranks chosen to be shown there (mpi_console_ranks; all
+by default). RankLogs writes them to output/data/logs/<host>-rank-<rank>.log, which SageMaker uploads with
+output.tar.gz.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.core.log import log
-
-_TAG = re.compile(rb"\[(\d+),(\d+)\]<(stdout|stderr)>:")
-
-
-@dataclass(frozen=True)
-class RankLine:
-    rank: int | None  # None: mpirun's own output (or an untagged program's)
-    stream: str  # stdout | stderr
-    text: str  # without its newline
-    tag: bytes = b""  # mpirun's tag, as it wrote it
-
-    def console_bytes(self) -> bytes:
-        return self.tag + self.text.encode("utf-8", "surrogateescape") + b"\n"
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", "surrogateescape").rstrip("\n")
-
-
-class RankLines:
-    """One of mpirun's streams cut into each rank's whole lines. Not thread-safe: one per stream (pump)."""
-
-    def __init__(self, stream: str):
-        self.stream = stream
-        self.partial: dict[tuple[int, str], bytes] = {}  # (rank, stream) -> the start of a line still arriving
-        self.tags: dict[tuple[int, str], bytes] = {}
-
-    def feed(self, line: bytes) -> list[RankLine]:
-        """The whole lines that `line` (one line of mpirun's output) completes."""
-        tags = list(_TAG.finditer(line))
-        if not tags:
-            return [RankLine(None, self.stream, _text(line))]
-        found = []
-        if tags[0].start() > 0:
-            found.append(RankLine(None, self.stream, _text(line[: tags[0].start()])))
-        for i, tag in enumerate(tags):
-            key = (int(tag.group(2)), tag.group(3).decode())
-            self.tags[key] = tag.group(0)
-            piece = line[tag.end(): tags[i + 1].start() if i + 1 < len(tags) else len(line)]
-            if i + 1 < len(tags) and not piece.endswith(b"\n"):
-                self.partial[key] = self.partial.get(key, b"") + piece  # the rest of its line comes later
-                continue
-            found.append(RankLine(key[0], key[1], _text(self.partial.pop(key, b"") + piece), tag.group(0)))
-        return found
-
-    def flush(self) -> list[RankLine]:
-        """Lines a rank never finished (its output ended without a newline)."""
-        found = [RankLine(rank, stream, _text(piece), self.tags.get((rank, stream), b""))
-                 for (rank, stream), piece in sorted(self.partial.items())]
-        self.partial.clear()
-        return found
+from sagemaker_mxnet_horovod.diagnose.job_output import RankLine
 
 
 class RankLogs:
@@ -112,5 +56,5 @@ class RankLogs:
 
 
 def shown(line: RankLine, console_ranks: Collection[int] | None) -> bool:
-    """Whether a line reaches the console: mpirun's own always; a rank's when it is chosen (None: all are)."""
+    """Whether a line reaches the console: the process's own always; a rank's when it is chosen (None: all are)."""
     return line.rank is None or console_ranks is None or line.rank in console_ranks

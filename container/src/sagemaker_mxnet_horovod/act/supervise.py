@@ -1,5 +1,6 @@
-"""Supervise the job's command: run it, stream its output (each rank's whole lines also to its own log, and to the
-console when it is shown there: rank_output.py), keep each rank's last stderr lines, pass a stop on.
+"""Supervise the job's command: run it, stream its output (cut into each rank's whole lines by the reader its backend
+hands the run, diagnose/job_output.py; each rank's lines also to its own log, and to the console when it is shown
+there: rank_output.py), keep each rank's last stderr lines, pass a stop on.
 
 SageMaker stops a job with SIGTERM and sends SIGKILL 120 s later; the supervisor forwards SIGTERM to the
 job and kills it outright if it has not finished within `stop_grace_s`, so the launcher always exits in time.
@@ -17,24 +18,28 @@ import time
 from collections.abc import Collection, Mapping, Sequence
 
 from sagemaker_mxnet_horovod.act.local_ranks import signal_local_ranks
-from sagemaker_mxnet_horovod.act.rank_output import RankLine, RankLines, RankLogs, shown
+from sagemaker_mxnet_horovod.act.rank_output import RankLogs, shown
 from sagemaker_mxnet_horovod.core.exits import STOP_GRACE_S
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import JobResult
+from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM, JobOutput, RankLine
 
 TAIL_LINES = 20
 
 
-
 class JobProcess:
-    def __init__(self, argv: Sequence[str], env: Mapping[str, str], tagged: bool, stop_grace_s: float = STOP_GRACE_S,
-                 stderr_observers: Sequence = (), rank_logs: RankLogs | None = None,
+    """output: how the command's output is read (diagnose/job_output.py): the program's own, or its backend's reader,
+    which names each line's rank."""
+
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str], output: JobOutput = PROGRAM,
+                 stop_grace_s: float = STOP_GRACE_S, stderr_observers: Sequence = (), rank_logs: RankLogs | None = None,
                  console_ranks: Collection[int] | None = None, before_abort=None):
-        self.argv, self.env, self.tagged, self.stop_grace_s = list(argv), dict(env), tagged, stop_grace_s
+        self.argv, self.env, self.output, self.stop_grace_s = list(argv), dict(env), output, stop_grace_s
+        self.tagged = output.tagged_by_rank
         # callable(rank, text) for every stderr line of a rank (rank 0: an untagged program's), under the lock
         self.stderr_observers = tuple(stderr_observers)
         self.rank_logs = rank_logs  # each rank's lines (an untagged program's: rank 0's)
-        self.console_ranks = console_ranks if tagged else None  # None: every rank's output reaches the console
+        self.console_ranks = console_ranks if self.tagged else None  # None: every rank's output reaches the console
         self.before_abort = before_abort  # callable(reason) before the first abort ends the job (e.g. take stacks)
         self.rank_stderr: dict[int, collections.deque] = {}
         self.untagged = collections.deque(maxlen=TAIL_LINES * 3)
@@ -58,17 +63,16 @@ class JobProcess:
 
     def _pump(self, source, sink, is_stderr: bool) -> None:
         stream = "stderr" if is_stderr else "stdout"
-        lines = RankLines(stream) if self.tagged else None
+        lines = self.output.lines(stream)
         for raw in iter(source.readline, b""):
-            found = lines.feed(raw) if lines else [RankLine(None, stream, raw.decode("utf-8", "replace").rstrip("\n"))]
+            found = lines.feed(raw)
             self._show(sink, raw if self.console_ranks is None else
                        b"".join(line.console_bytes() for line in found if shown(line, self.console_ranks)))
             self._keep(found)
-        if lines:
-            unfinished = lines.flush()
-            self._show(sink, b"".join(line.console_bytes() for line in unfinished
-                                      if self.console_ranks is not None and shown(line, self.console_ranks)))
-            self._keep(unfinished)
+        unfinished = lines.flush()
+        self._show(sink, b"".join(line.console_bytes() for line in unfinished
+                                  if self.console_ranks is not None and shown(line, self.console_ranks)))
+        self._keep(unfinished)
         source.close()
 
     @staticmethod
@@ -82,7 +86,8 @@ class JobProcess:
             pass
 
     def _keep(self, found: list[RankLine]) -> None:
-        """A rank's lines into its log and, from stderr, its tail and the observers; mpirun's own into its tail."""
+        """A rank's lines into its log and, from stderr, its tail and the observers; the process's own into its tail
+        (a program's own lines are rank 0's too)."""
         with self.lock:
             for line in found:
                 rank = line.rank if self.tagged else 0

@@ -12,7 +12,6 @@ diagnosis (the toolkit keeps the user's file and drops its own message; we keep 
 
 from __future__ import annotations
 
-import re
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -20,8 +19,6 @@ from dataclasses import dataclass, replace
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED
 
 FAILURE_LIMIT = 1024
-# mpirun --tag-output's tag of each piece a rank writes ("[1,3]<stderr>:"), also mid-line.
-_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 
 
 @dataclass(frozen=True)
@@ -46,14 +43,9 @@ class Failure:
         return f"{self.finding}\n{text}" if self.finding else text
 
 
-def untag(line: str) -> str:
-    """Without mpirun's [job,rank]<stream>: tags, wherever they are in the line."""
-    return _TAG.sub("", line)
-
-
 def tail_block(title: str, lines: Sequence[str]) -> str:
-    # mpirun tags every piece a rank writes: pieces of one line leave tags in the middle of it.
-    lines = [untag(line) for line in lines if line.strip()]
+    # The lines are whole, as the job's output reader cut them (diagnose/job_output.py): nothing of its marking left.
+    lines = [line for line in lines if line.strip()]
     if not lines:
         return ""
     return f"\n--- last lines of {title} ---\n" + "\n".join(lines)

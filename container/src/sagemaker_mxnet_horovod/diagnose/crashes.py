@@ -9,9 +9,9 @@ Two handlers write crash reports to a rank's stderr:
   "[ N] lib(symbol+0x..)[0x..]" frames, "*** End of error message ***", each line after a "[host:pid] "
   prefix. A report of a signal raised inside another signal's handler holds the first signal's frames too:
   below the recurrence of its frame [0], the signal trampoline.
-mpirun --tag-output tags each piece Open MPI writes, so tags also appear mid-line. A report is longer than
-the stderr tail the launcher keeps, so CrashLog reads each line as it arrives (a supervise.JobProcess stderr
-observer).
+Each line comes whole, as the job's output reader cut it (job_output.py): a line Open MPI wrote in pieces is
+one line again. A report is longer than the stderr tail the launcher keeps, so CrashLog reads each line as it
+arrives (a supervise.JobProcess stderr observer).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ import os
 import re
 import signal
 from dataclasses import dataclass, field
-
-from sagemaker_mxnet_horovod.core.failure import untag
 
 _OMPI_PREFIX = re.compile(r"^\[[\w.-]+:\d+\]\s*")
 _OMPI_START = "*** Process received signal ***"
@@ -89,7 +87,7 @@ class CrashLog:
         self.on_first_report = on_first_report  # callable(rank), when a rank's first crash report begins
 
     def observe(self, rank: int, text: str) -> None:
-        line = _OMPI_PREFIX.sub("", untag(text).strip())
+        line = _OMPI_PREFIX.sub("", text.strip())
         reports = self.reports.setdefault(rank, [])
         current = reports[-1] if reports and not reports[-1].closed else None
         ompi_signal = _OMPI_SIGNAL.match(line)

@@ -20,7 +20,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 
-from sagemaker_mxnet_horovod.core.failure import rank_host, untag
+from sagemaker_mxnet_horovod.core.failure import rank_host
 from sagemaker_mxnet_horovod.diagnose.progress import MARKER
 from sagemaker_mxnet_horovod.parse.settings import KEYS
 
@@ -39,7 +39,7 @@ class StallLog:
         self.shutdown_after_s: int | None = None
 
     def observe(self, rank: int, text: str) -> None:
-        line = untag(text).strip()  # Horovod writes its message in pieces, each tagged
+        line = text.strip()  # whole: Horovod's message written in pieces is one line again (job_output.py)
         if line == _MISSING_HEADER:
             self._block = {}
             return

@@ -6,6 +6,7 @@ import signal
 from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
+from sagemaker_mxnet_horovod.diagnose.job_output import RankLine
 from unit_helpers.plan_cases import config, plan
 
 TWO_HOSTS = plan(config(hosts=("algo-1", "algo-2")))  # 2 hosts x 1 rank: rank 1 is algo-2's
@@ -17,6 +18,13 @@ RANK_1_EXITED = ["  Process name: [[41731,1],1]", "  Exit code:    3"]
 def test_ranks_are_tagged_and_named_by_rank_and_host():
     assert MPIRUN.tagged_by_rank is True
     assert MPIRUN.where(TWO_HOSTS, 1, "algo-2") == "rank 1 on algo-2"
+
+
+def test_its_lines_are_cut_at_mpiruns_tags():
+    # How the run reads mpirun's streams: each rank's line apart, mpirun's own untagged (rank_tags.py's cases).
+    lines = MPIRUN.lines("stderr")
+    assert lines.feed(b"[1,2]<stderr>:ValueError: x\n") + lines.feed(b"mpirun noticed\n") == [
+        RankLine(2, "stderr", "ValueError: x", b"[1,2]<stderr>:"), RankLine(None, "stderr", "mpirun noticed")]
 
 
 def test_the_rank_mpirun_reports_killed_by_sigkill_is_named_with_the_plans_host():
