@@ -4,8 +4,12 @@ and the variables their -x options export (a file one names counts as the job's 
 Everything after parsing reads these fields; nothing splits or scans the options again.
 
 Parsed with the config, not by the MPI backend when it plans, because every job reads two of its facts: a bad
-value is a configuration error whatever the backend, and --NCCL_DEBUG sets NCCL_DEBUG on every job's ranks, as
-the toolkit's option does (plan/env_rules.nccl_debug)."""
+value is a configuration error whatever the backend (exit 2 before anything runs), and --NCCL_DEBUG sets NCCL_DEBUG
+on every job's ranks, as the toolkit's option does on its ranks (plan/env_rules.nccl_debug, a single-process job's
+too). The settings table that checks every knob is parse/'s, below the backends (a layer imports none above it), so
+the parser is here; what only mpirun gets (for_mpirun, mca_names, exported) is read only in backends/mpi/
+(tests/structure/test_backend_seams.py), and the generic plan carries none of it (HostPlan.rank_variables is what
+the backend gives every rank)."""
 
 from __future__ import annotations
 
