@@ -2,7 +2,7 @@
 """Where the first epoch's extra time goes: the built-in MNIST at `make demo`'s settings, configurations side by side.
 
     python3 -m benchmarks.first_epoch --image sagemaker-mxnet-horovod:cpu [--epochs 4] [--repeat 2] [--dissect]
-        [--baseline-image OLD_IMAGE]
+        [--baseline-image OLD_IMAGE] [--json X.json [--chart X.png [--redraw]]]
 
 Every run is `make demo`'s job (scripts/demo.py): 2 hosts (containers on this machine), 1 rank each, synthetic
 MNIST from the image's `synth-data` (6,000 training samples per epoch), batch 64. The program is the image's
@@ -14,6 +14,9 @@ of the start, every training step). Configurations, alternating within each roun
                         (before the thread rule, with --baseline-image: each host's cores / its own ranks)
   OMP_NUM_THREADS=1     the same, with OMP_NUM_THREADS=1 in the job's environment (the user's value wins): what
                         the rule sets on this 2-core machine, as a control
+  OMP_NUM_THREADS=2     2 threads per rank set by the user: what the launcher set on this 2-core machine before
+                        its thread rule (each host's cores / its own ranks), the slow first epoch's cause, as a
+                        control that still shows it
   cpusets               each container pinned to its own core (docker --cpuset-cpus): the launcher counts 1 core
   baseline: ...         with --baseline-image, the first two configurations on that image (the launcher and
                         programs before a change), to measure a change side by side
@@ -24,6 +27,10 @@ epoch 2's: step 1, steps 2-5, the rest, the last step (the partial batch). --dis
 configuration in which the first 3 steps of every epoch wait for the engine after the forward pass, after
 backward and after the allreduce + update (FIRST_STEPS_SYNC), with oneDNN's verbose log on (DNNL_VERBOSE=2):
 each part of step 1 against step 3, and oneDNN's primitive creation and execution time per step.
+
+--json writes every run's records (epoch seconds, the start's phases, step times) and what they ran under; --chart
+draws each configuration's epoch seconds by epoch index from it as a PNG (matplotlib: requirements-charts.txt),
+--redraw from the JSON alone.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.common import charts
 from benchmarks.common.machine import load
 from benchmarks.common.probed_runs import PROBE_DIR, PROBE_ENV, phases, run_probed
 from scripts.local_job import DOCKER, Channel, JobSpec
@@ -45,6 +53,8 @@ from scripts.local_job import DOCKER, Channel, JobSpec
 CONFIGURATIONS = {  # name -> (environment, mpirun options, cpusets)
     "defaults": ({}, "", {}),
     "OMP_NUM_THREADS=1": ({"OMP_NUM_THREADS": "1"}, "", {}),
+    # Control: the oversubscription the thread rule removed (2 threads per rank, 2 ranks on 2 shared cores).
+    "OMP_NUM_THREADS=2": ({"OMP_NUM_THREADS": "2"}, "", {}),
     "cpusets": ({}, "", {"algo-1": "0", "algo-2": "1"}),
     # Diagnostic: OpenMP's idle threads sleep at once instead of spinning (libgomp's OMP_WAIT_POLICY).
     "passive OpenMP": ({}, "-x OMP_WAIT_POLICY=PASSIVE", {}),
@@ -148,6 +158,18 @@ def print_dissection(name: str, result: dict) -> None:
           f"primitive creation {create:.1f} ms, execution {execute:.1f} ms")
 
 
+def write_record(args, runs: dict, dissected: dict, load_start: str) -> None:
+    """Every run's records and what they ran under (not the containers' logs): what --chart draws."""
+    def lean(result: dict) -> dict:
+        return {key: value for key, value in result.items() if key != "logs"}
+
+    record = {"image": args.image, "baseline_image": args.baseline_image, "epochs": args.epochs,
+              "repeat": args.repeat, "cores": len(os.sched_getaffinity(0)), "load_start": load_start,
+              "load_end": load(), "runs": {name: [lean(r) for r in results] for name, results in runs.items()},
+              "dissected": {name: lean(result) for name, result in dissected.items()}}
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
@@ -157,7 +179,17 @@ def main() -> int:
     parser.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGURATIONS), choices=list(CONFIGURATIONS))
     parser.add_argument("--dissect", action="store_true", help="one more run per configuration, dissected")
     parser.add_argument("--json", type=Path, help="also write every run's records (phases, step times) to this file")
+    parser.add_argument("--chart", type=Path, help="draw each configuration's epoch seconds by epoch from --json as "
+                        "this PNG (matplotlib: requirements-charts.txt)")
+    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
     args = parser.parse_args()
+    if (args.chart or args.redraw) and not args.json:
+        parser.error("--chart and --redraw draw from --json: give it")
+    if args.redraw and not args.chart:
+        parser.error("--redraw draws --chart: give it")
+    if args.redraw:
+        charts.first_epoch(args.json, args.chart)
+        return 0
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (a first and a steady epoch)")
 
@@ -222,7 +254,9 @@ def main() -> int:
     for name, result in dissected.items():
         print_dissection(name, result)
     if args.json:
-        args.json.write_text(json.dumps({"runs": runs, "dissected": dissected}, indent=1))
+        write_record(args, runs, dissected, load_before)
+        if args.chart:
+            charts.first_epoch(args.json, args.chart)
     return 0
 
 

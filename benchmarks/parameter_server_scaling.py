@@ -33,7 +33,11 @@ the RPN keeps 2000 proposals in training, more than a 128-pixel image has anchor
 
   python3 -m benchmarks.parameter_server_scaling [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
       [--workers 2 4] [--repeat 1] [--data path/to/mnist] [--train 6000] [--epochs 3] [--iterations 4]
-      [--short 192] [--cpu]
+      [--short 192] [--cpu] [--json X.json [--chart X.png [--redraw]]]
+
+--json writes every round's throughput by model, worker count and layout, and what it ran under; --chart draws
+the efficiency of each layout against the worker (= host) count from it as a PNG, linear = 1.0 as the reference
+(matplotlib: requirements-charts.txt); --redraw from the JSON alone.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from benchmarks.common import charts
 from benchmarks.common.machine import load
 from benchmarks.common.rank_cpu import CpuSampler, per_rank_step
 from benchmarks.common.scaling_jobs import placement, prepare_data, steady_rate
@@ -153,6 +158,18 @@ def report(rates: dict, cpu: dict, args) -> None:
         print(f"{workers:7d} {layout:12s} " + " ".join(f"{ms:17.1f}" for ms in per_column))
 
 
+def write_record(args, rates: dict, load_start: str) -> None:
+    """Every round's throughput, model -> workers -> layout -> [per round], and what it ran under: what --chart
+    draws."""
+    record = {"image": args.image, "models": args.models, "workers": args.workers, "repeat": args.repeat,
+              "mnist": {"train": args.train, "epochs": args.epochs, "batch_per_worker": MNIST_BATCH},
+              "faster_rcnn": {"iterations": args.iterations, "short": args.short},
+              "cores": len(os.sched_getaffinity(0)), "load_start": load_start, "load_end": load(),
+              "rates": {model: {str(workers): {layout: rates.get((model, workers, layout), []) for layout in LAYOUTS}
+                                for workers in args.workers} for model in args.models}}
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
@@ -166,13 +183,25 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=4, help="Faster R-CNN iterations (the first not timed)")
     parser.add_argument("--short", type=int, default=192, help="Faster R-CNN's image short side (training: 800)")
     parser.add_argument("--cpu", action="store_true", help="MNIST: where the workers' CPU went (sampled from /proc)")
+    parser.add_argument("--json", type=Path, help="write every round's throughput here")
+    parser.add_argument("--chart", type=Path, help="draw each layout's efficiency by worker count from --json as "
+                        "this PNG (matplotlib: requirements-charts.txt)")
+    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
     args = parser.parse_args()
+    if (args.chart or args.redraw) and not args.json:
+        parser.error("--chart and --redraw draw from --json: give it")
+    if args.redraw and not args.chart:
+        parser.error("--redraw draws --chart: give it")
+    if args.redraw:
+        charts.scaling_efficiency(args.json, args.chart)
+        return 0
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("benchmark: needs at least 2 cores")
     for workers in args.workers:
         placement(workers)
 
     rates: dict = {}  # (model, workers, layout) -> [throughput]
+    load_start = load()
     cpu: dict = {}  # (model, workers, layout) -> [CPU ms per worker-step by role]
     with tempfile.TemporaryDirectory(prefix="ps-scaling-") as tmp:
         tmp = Path(tmp)
@@ -197,6 +226,10 @@ def main() -> int:
                         print(f"round {round_ + 1} {model:12s} {workers} workers {layout:12s} {rate:10.3f}/s "
                               f"(load before {before}, after {load()})", flush=True)
     report(rates, cpu, args)
+    if args.json:
+        write_record(args, rates, load_start)
+        if args.chart:
+            charts.scaling_efficiency(args.json, args.chart)
     return 0
 
 

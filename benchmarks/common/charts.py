@@ -21,6 +21,86 @@ def pyplot():
     return plt
 
 
+
+def first_epoch(record_path: Path, png: Path) -> None:
+    """Epoch seconds by epoch index (benchmarks/first_epoch.py's --json): per configuration the median of the
+    rounds, every round as a dot; the legend gives the threads per rank (the launcher's start log) and each round's
+    first epoch / the median of its epochs 2..N; the note under it the most CPU other processes took in an epoch."""
+    record = json.loads(Path(record_path).read_text())
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    epochs = list(range(1, record["epochs"] + 1))
+    for name, results in record["runs"].items():
+        if not results:
+            continue
+        per_epoch = [[result["epoch_seconds"][e - 1] for result in results] for e in epochs]
+        ratios = ", ".join(f"{r['epoch_seconds'][0] / statistics.median(r['epoch_seconds'][1:]):.2f}" for r in results)
+        threads = results[0]["omp"].split()[0]
+        line = axes.plot(epochs, [statistics.median(seconds) for seconds in per_epoch], marker="o",
+                         label=f"{name}: {threads} thread(s) per rank; first / steady {ratios}")[0]
+        for epoch, seconds in zip(epochs, per_epoch):
+            axes.scatter([epoch] * len(seconds), seconds, color=line.get_color(), alpha=0.35, s=12)
+    axes.set_xticks(epochs)
+    axes.set_ylim(bottom=0)
+    axes.set_xlabel("epoch")
+    axes.set_ylabel("epoch time, s (median; dots: each round)")
+    axes.set_title("First epoch against steady ones: MNIST, 2 hosts x 1 rank, 2 shared cores", fontsize=10)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=8)
+    other = max((x for results in record["runs"].values() for r in results for x in r["other_cpu"] if x is not None),
+                default=None)
+    figure.text(0.01, 0.01, f"{record['image']}; {record['repeat']} round(s); {record['cores']} cores; load "
+                f"{record['load_start']} -> {record['load_end']} (1/5/15 min)" + ("" if other is None else
+                f"\nprocesses outside the job took up to {other:.2f} CPU-s/s in an epoch"), fontsize=7, alpha=0.7)
+    figure.tight_layout(rect=(0, 0.05, 1, 1))
+    figure.savefig(png)
+    plt.close(figure)
+
+
+# parameter_server_scaling's layouts as drawn: label, line style; Horovod's the thick line.
+SCALING_LAYOUTS = {"horovod": ("Horovod", {"linewidth": 2.5, "marker": "o"}),
+                   "ps 1 server": ("parameter server, 1 server", {"marker": "s"}),
+                   "ps 1:1": ("parameter server, 1:1", {"marker": "^"}),
+                   "ps 2:1": ("parameter server, 2:1", {"marker": "v"}),
+                   "control": ("control: N independent jobs", {"marker": "x", "linestyle": ":", "color": "grey"})}
+
+
+def scaling_efficiency(record_path: Path, png: Path) -> None:
+    """Efficiency by worker (= host) count (benchmarks/parameter_server_scaling.py's --json), one panel per model:
+    throughput / (N x one worker alone with the same CPU), Horovod's definition, per layout; the line through the
+    medians of the rounds (median throughput / N x median alone), each round's own ratio as a dot; linear = 1.0."""
+    record = json.loads(Path(record_path).read_text())
+    plt = pyplot()
+    models = [model for model in record["models"] if record["rates"].get(model)]
+    figure, panels = plt.subplots(1, len(models), figsize=(6.4 * len(models), 4.2), dpi=100, squeeze=False)
+    for axes, model in zip(panels[0], models):
+        by_workers = {int(workers): layouts for workers, layouts in record["rates"][model].items()}
+        counts = sorted(by_workers)
+        axes.axhline(1.0, color="black", linewidth=1, linestyle="--", label="linear (N x one worker alone)")
+        for layout, (label, style) in SCALING_LAYOUTS.items():
+            if not all(by_workers[n].get(layout) for n in counts):
+                continue
+            medians = [statistics.median(by_workers[n][layout]) / (n * statistics.median(by_workers[n]["alone"]))
+                       for n in counts]
+            line = axes.plot(counts, medians, label=label, **style)[0]
+            for n in counts:
+                rounds = [rate / (n * alone) for rate, alone in zip(by_workers[n][layout], by_workers[n]["alone"])]
+                axes.scatter([n] * len(rounds), rounds, color=line.get_color(), alpha=0.35, s=12)
+        axes.set_xticks(counts, [str(n) for n in counts])
+        axes.margins(x=0.15)
+        axes.set_ylim(0, max(1.25, axes.get_ylim()[1]))
+        axes.set_xlabel("workers = hosts, 1 each (2: a core each; 4: half a core each)")
+        axes.set_ylabel("efficiency: throughput / (N x alone)")
+        axes.set_title(f"Scaling efficiency by host count: {model}", fontsize=10)
+        axes.grid(True, alpha=0.3)
+        axes.legend(fontsize=8)
+    figure.text(0.01, 0.01, f"{record['image']}; {record['repeat']} round(s) (line: medians; dots: each round); "
+                f"{record['cores']} cores\nload {record['load_start']} -> {record['load_end']} (1/5/15 min)",
+                fontsize=7, alpha=0.7)
+    figure.tight_layout(rect=(0, 0.05, 1, 1))
+    figure.savefig(png)
+    plt.close(figure)
+
 def launcher_scale(record_path: Path, png: Path) -> None:
     """Overhead by host count (benchmarks/launcher_scale.py's --json): the median of each launcher's runs per host
     count, every run as a dot, on a log scale (this launcher's ~1 s and the toolkit's ~35 s on one chart)."""
