@@ -54,7 +54,7 @@ FLAVORS = ("cpu", "gpu")
 
 def lineage(target: str, flavor: str) -> list[str]:
     """The stage and the stages of this file it is built on, nearest first, for a build with FLAVOR=flavor
-    (`FROM ${FLAVOR}-stack AS venv` is built on cpu-stack or gpu-stack)."""
+    (`FROM ${FLAVOR}-venv AS venv` is built on cpu-venv or gpu-venv)."""
     all_stages, chain = stages(), [target]
     while (base := all_stages[chain[-1]][0].replace("${FLAVOR}", flavor)) in all_stages:
         chain.append(base)
@@ -186,14 +186,14 @@ def test_final_stages_share_one_tail(flavor):
 def test_each_build_step_is_written_once():
     """A RUN both flavors take is one instruction, in a stage that takes the flavor's stage and name through
     FLAVOR, never one copy per flavor: equal up to the words cpu and gpu means written twice. The one exception is
-    the two stacks' install and Horovod compile: rewritten, the GPU compile (~25 min on 2 cores) would rerun."""
+    the two stacks' install and Horovod compile: rewritten, the cached GPU compile (~22 min on 2 cores) would rerun once."""
     stages_of: dict[str, list[str]] = {}
     for name, (_base, instructions) in stages().items():
         for line in instructions:
             if line.startswith("RUN "):
                 stages_of.setdefault(re.sub(r"\b(cpu|gpu)\b", "FLAVOR", line), []).append(name)
     repeated = {run: names for run, names in stages_of.items() if len(names) > 1}
-    assert [names for names in repeated.values() if names != ["cpu-stack", "gpu-stack"]] == []
+    assert [names for names in repeated.values() if names != ["cpu-venv", "gpu-venv"]] == []
     assert len(repeated) <= 2, "only the stacks' pip install and Horovod compile"
     assert "--build-arg FLAVOR=cpu" in MAKEFILE and "--build-arg FLAVOR=gpu" in MAKEFILE
 
@@ -207,7 +207,7 @@ def test_every_downloading_pip_run_uses_the_ca_secret_and_preflight():
         pip_installs = [line for text in commands for line in text.splitlines() if "pip install" in line]
         if any("--no-index" not in line for line in pip_installs):
             downloading.append(run)
-    assert len(downloading) >= 8  # cpu-stack (2), sbom-tools, cuda-toolkit, gpu-stack (2), venv, lock
+    assert len(downloading) >= 8  # cpu-venv (2), sbom-tools, cuda-toolkit, gpu-venv (2), venv, lock
     for run in downloading:
         assert "--mount=type=secret,id=ca,required=false" in run
         assert ". /tmp/build/pip-preflight.sh" in run
