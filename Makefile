@@ -9,7 +9,8 @@
 # CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt.
 #
 # Two flavors from the same Dockerfile: `make build` ($(IMAGE_REPO):cpu) and `make build-gpu`
-# ($(IMAGE_REPO):gpu). The GPU build needs no GPU: its checks run at build time (see docker/Dockerfile).
+# ($(IMAGE_REPO):gpu), its target `image` with the build arg FLAVOR=cpu or gpu (and so `lock`/`lock-gpu`).
+# The GPU build needs no GPU: its checks run at build time (see docker/Dockerfile).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -96,11 +97,11 @@ help: ## List the targets (default)
 	  | sed 's|$$(IMAGE_REPO)|$(IMAGE_REPO)|g'
 
 build: check-ca base-image ## Build the CPU image $(IMAGE_REPO):cpu
-	$(DOCKER) build -f $(DOCKERFILE) --target cpu -t $(CPU_TAG) \
+	$(DOCKER) build -f $(DOCKERFILE) --target image --build-arg FLAVOR=cpu -t $(CPU_TAG) \
 	  $(build_args) $(cache_args) --build-arg VCS_REF=$(VCS_REF) .
 
 build-gpu: check-ca base-image ## Build the GPU image $(IMAGE_REPO):gpu (CUDA 11.8, cuDNN 8, NCCL; no GPU needed)
-	$(DOCKER) build -f $(DOCKERFILE) --target gpu -t $(GPU_TAG) \
+	$(DOCKER) build -f $(DOCKERFILE) --target image --build-arg FLAVOR=gpu -t $(GPU_TAG) \
 	  $(build_args) $(cache_args) --build-arg VCS_REF=$(VCS_REF) .
 
 base-image: ## Make sure BASE_IMAGE is local: use it, else pull it, else debootstrap it (Debian)
@@ -121,12 +122,12 @@ base-image: ## Make sure BASE_IMAGE is local: use it, else pull it, else deboots
 	fi
 
 lock: check-ca base-image ## Re-resolve docker/constraints-cpu.txt from the Dockerfile ARGs
-	$(DOCKER) build -f $(DOCKERFILE) --target cpu-lock-export --output type=local,dest=docker \
+	$(DOCKER) build -f $(DOCKERFILE) --target lock-export --build-arg FLAVOR=cpu --output type=local,dest=docker \
 	  $(build_args) .
 	@echo "lock: wrote docker/constraints-cpu.txt; rebuild with make build"
 
 lock-gpu: check-ca base-image ## Re-resolve docker/constraints-gpu.txt from the Dockerfile ARGs
-	$(DOCKER) build -f $(DOCKERFILE) --target gpu-lock-export --output type=local,dest=docker \
+	$(DOCKER) build -f $(DOCKERFILE) --target lock-export --build-arg FLAVOR=gpu --output type=local,dest=docker \
 	  $(build_args) .
 	@echo "lock-gpu: wrote docker/constraints-gpu.txt; rebuild with make build-gpu"
 
@@ -142,7 +143,7 @@ structure-test-gpu: tools ## Run tests/structure/{gpu,supply-chain}.yaml on $(IM
 	@$(DOCKER) image inspect $(GPU_TAG) >/dev/null 2>&1 \
 	  || { echo "structure-test-gpu: no image $(GPU_TAG); run make build-gpu first" >&2; exit 1; }
 	$(call structure_test,gpu,$(GPU_TAG),--config tests/structure/gpu.yaml --config tests/structure/supply-chain.yaml)
-	$(DOCKER) build -f $(DOCKERFILE) --target gpu-stub-driver-test -t $(GPU_STUB_TEST_TAG) \
+	$(DOCKER) build -f $(DOCKERFILE) --target gpu-stub-driver-test --build-arg FLAVOR=gpu -t $(GPU_STUB_TEST_TAG) \
 	  $(build_args) --build-arg VCS_REF=$(VCS_REF) .
 	$(call structure_test,gpu-stub-driver,$(GPU_STUB_TEST_TAG),--config tests/structure/common.yaml)
 

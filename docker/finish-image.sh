@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: finish-image.sh cpu|gpu   (the last RUN of the cpu and gpu stages of docker/Dockerfile, with the
+# usage: finish-image.sh cpu|gpu   (the last RUN of the image stage of docker/Dockerfile, with the
 # finish-kit stage, which holds this script, bind-mounted read-write: writes to it are discarded)
 #
 # The part of the image both flavors share, after /opt/venv and /opt/entrypoints are in place:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: install-smdebug.sh cpu|gpu   (the cpu-venv and gpu-venv stages of docker/Dockerfile, after sourcing
+# usage: install-smdebug.sh cpu|gpu   (the venv stage of docker/Dockerfile, last; after sourcing
 # pip-preflight.sh; the versions come from PIP_CONSTRAINT)
 #
 # SageMaker Debugger's client library, smdebug (1.0.34, its last release), as AWS's MXNet images carried it, ported

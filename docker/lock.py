@@ -2,7 +2,7 @@
 
 usage: lock.py cpu|gpu REPORT.json [REPORT.json ...]   (the stack's report, then requirements-smdebug.txt's)
 
-Run by the Dockerfile's cpu-lock and gpu-lock stages; `make lock` and `make lock-gpu` write the result
+Run by the Dockerfile's lock stage (FLAVOR=cpu or gpu); `make lock` and `make lock-gpu` write the result
 to docker/constraints-cpu.txt and docker/constraints-gpu.txt. Local-path requirements (the
 opencv-python stand-in) are left out: constraints can only name packages from an index.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: mxnet-lazy-imports.sh cpu|gpu   (the last RUN of the cpu-venv and gpu-venv stages of docker/Dockerfile,
+# usage: mxnet-lazy-imports.sh cpu|gpu   (the venv stage of docker/Dockerfile,
 # after the Horovod build and trim-venv.sh)
 #
 # Applies docker/mxnet-lazy-imports.patch to the installed MXNet: `import mxnet` stops importing scipy,

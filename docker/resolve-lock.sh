@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: resolve-lock.sh cpu|gpu OUTPUT   (the cpu-lock and gpu-lock stages of docker/Dockerfile, after
+# usage: resolve-lock.sh cpu|gpu OUTPUT   (the lock stage of docker/Dockerfile, after
 # sourcing pip-preflight.sh; the version ARGs in the environment)
 #
 # Resolves a flavor's whole Python stack from the requirements files without installing it, with the

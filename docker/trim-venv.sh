@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# usage: trim-venv.sh cpu|gpu   (the last RUN of the cpu-venv and gpu-venv stages of docker/Dockerfile)
+# usage: trim-venv.sh cpu|gpu   (the venv stage of docker/Dockerfile, on cpu-venv or gpu-venv)
 #
 # Removes from /opt/venv what the runtime never uses, then checks that the stack still imports:
 #   both: cmake (a build tool; the image ships no compilers) and the packages' own test suites (~100 MB:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# usage: check-gpu-image.sh   (the gpu stage of docker/Dockerfile, with the gpu-check-kit stage, which
-# holds this script, bind-mounted; after ldconfig)
+# usage: check-gpu-image.sh   (run by docker/check-image.sh gpu in the image stage of docker/Dockerfile,
+# with the gpu-check-kit stage, which holds this script, bind-mounted; after ldconfig)
 #
 # Build-time checks of the GPU image in its final filesystem; any failure fails the build:
 #  - every ELF file in the venv and the CUDA library dirs resolves every DT_NEEDED and version node,

@@ -1,9 +1,9 @@
 """Build-time check of the GPU image's Python stack, run with a libcuda.so.1 stub and LD_BIND_NOW=1.
 
-The gpu stage of docker/Dockerfile runs this with the builder's libcuda stub on LD_LIBRARY_PATH for
-this one command (the stub is bind-mounted, never copied) and LD_BIND_NOW=1, so every symbol of every
-library loaded here is bound at load time: a function missing from a forwarder, a CUDA library or the
-stub fails the build here instead of at the first call on a GPU host. It checks:
+The image stage of docker/Dockerfile runs this for GPU (check-gpu-image.sh) with the builder's libcuda
+stub on LD_LIBRARY_PATH for this one command (the stub is bind-mounted, never copied) and LD_BIND_NOW=1,
+so every symbol of every library loaded here is bound at load time: a function missing from a forwarder,
+a CUDA library or the stub fails the build here instead of at the first call on a GPU host. It checks:
   - mxnet imports, with CUDA, cuDNN, NCCL and runtime compilation (NVRTC) enabled;
   - horovod.mxnet imports and was built with NCCL, MPI and Gloo (and CUDA);
   - every shared library on the CUDA library path loads with all symbols bound, including the ones

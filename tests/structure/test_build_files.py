@@ -17,6 +17,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 DOCKERFILE = (DOCKER / "Dockerfile").read_text()
+MAKEFILE = (ROOT / "Makefile").read_text()
 
 # Dockerfile ARG -> distribution it pins.
 ARG_TO_DIST = {
@@ -48,17 +49,27 @@ def stages() -> dict[str, tuple[str, list[str]]]:
     return found
 
 
-def lineage(target: str) -> list[str]:
-    """The stage and the stages of this file it is built on, nearest first."""
+FLAVORS = ("cpu", "gpu")
+
+
+def lineage(target: str, flavor: str) -> list[str]:
+    """The stage and the stages of this file it is built on, nearest first, for a build with FLAVOR=flavor
+    (`FROM ${FLAVOR}-venv AS venv` is built on cpu-venv or gpu-venv)."""
     all_stages, chain = stages(), [target]
-    while all_stages[chain[-1]][0] in all_stages:
-        chain.append(all_stages[chain[-1]][0])
+    while (base := all_stages[chain[-1]][0].replace("${FLAVOR}", flavor)) in all_stages:
+        chain.append(base)
     return chain
 
 
-def effective(target: str, keyword: str) -> str | None:
+def own_stages(flavor: str) -> list[str]:
+    """The stages of a flavor's image above runtime-base, which both images start from: what is its own."""
+    chain = lineage("image", flavor)
+    return chain[: chain.index("runtime-base")]
+
+
+def effective(target: str, flavor: str, keyword: str) -> str | None:
     """The instruction (ENTRYPOINT, CMD, ...) in force in the image of a target: the last one in its lineage."""
-    for name in lineage(target):
+    for name in lineage(target, flavor):
         found = [line for line in stages()[name][1] if line.split()[0] == keyword]
         if found:
             return found[-1]
@@ -74,10 +85,14 @@ def script_text(name: str) -> str:
     return "\n".join(line for line in lines if not line.lstrip().startswith("#"))
 
 
+# A docker/ script a RUN executes itself: COPYed to /tmp/build or in a kit bind-mounted at /mnt.
+RUN_SCRIPT = r"(?<!\. )/(?:tmp/build|mnt)/([\w-]+\.sh)\b"
+
+
 def executed_scripts(run: str) -> list[str]:
     """The docker/ scripts a RUN executes (pip-preflight.sh is sourced, not executed), and those they run from
     beside themselves (`"$(dirname "$0")/apply-patch.sh"`)."""
-    found = re.findall(r"(?<!\. )/(?:tmp/build|mnt)/([\w-]+\.sh)\b", run)
+    found = re.findall(RUN_SCRIPT, run)
     for name in found:  # grows while it is read: a called script may call another
         found += [called for called in re.findall(r'"\$\(dirname "\$0"\)/([\w-]+\.sh)"', script_text(name))
                   if called not in found]
@@ -141,29 +156,46 @@ def test_every_dev_tool_is_pinned():
     assert lines and all(re.fullmatch(pin, line) for line in lines)
 
 
-@pytest.mark.parametrize("target", ["cpu", "gpu", "gpu-stub-driver-test"])
-def test_dockerfile_pulls_no_frontend_and_images_run_train_under_tini(target):
+@pytest.mark.parametrize(("target", "flavor"), [("image", "cpu"), ("image", "gpu"), ("gpu-stub-driver-test", "gpu")])
+def test_dockerfile_pulls_no_frontend_and_images_run_train_under_tini(target, flavor):
     assert not re.search(r"^#\s*syntax\s*=", DOCKERFILE, re.MULTILINE | re.IGNORECASE)
-    assert effective(target, "ENTRYPOINT") == 'ENTRYPOINT ["/usr/bin/tini", "--"]'
-    assert effective(target, "CMD") == 'CMD ["train"]'
-    env = " ".join(line for name in lineage(target) for line in stages()[name][1] if line.startswith("ENV "))
+    assert effective(target, flavor, "ENTRYPOINT") == 'ENTRYPOINT ["/usr/bin/tini", "--"]'
+    assert effective(target, flavor, "CMD") == 'CMD ["train"]'
+    env = " ".join(line for name in lineage(target, flavor) for line in stages()[name][1] if line.startswith("ENV "))
     assert "BASH_ENV=/etc/sagemaker-mxnet-horovod/sdk-v3-bash-env.sh" in env
     assert "PATH=/opt/venv/bin:${PATH}" in env
 
 
-@pytest.mark.parametrize("flavor", ["cpu", "gpu"])
+@pytest.mark.parametrize("flavor", FLAVORS)
 def test_final_stages_share_one_tail(flavor):
-    """What both images have in common is written once: in runtime-base, finish-kit and finish-image.sh."""
-    assert "runtime-base" in lineage(flavor)
-    instructions = stages()[flavor][1]
+    """What both images have in common is written once: in runtime-base, the image stage, finish-kit and
+    finish-image.sh; the flavor's own stage (cpu-runtime, gpu-runtime) only adds to them."""
+    assert own_stages(flavor) == ["image", f"{flavor}-runtime"]
+    instructions = [line for name in own_stages(flavor) for line in stages()[name][1]]
     keywords = {line.split()[0] for line in instructions}
     assert not keywords & {"ENTRYPOINT", "CMD", "SHELL", "WORKDIR"}, "set once, in runtime-base"
     assert not any("BASH_ENV" in line or "PATH=" in line for line in instructions if line.startswith("ENV "))
-    changes = [line for line in instructions if line.split()[0] in ("RUN", "COPY", "ADD")]
+    changes = [line for line in stages()["image"][1] if line.split()[0] in ("RUN", "COPY", "ADD")]
     assert changes[-2] == "COPY entrypoints/ /opt/entrypoints/"
     assert "from=finish-kit,target=/mnt" in changes[-1]
-    assert changes[-1].endswith(f"/mnt/finish-image.sh {flavor}")
-    assert re.search(rf"^\s*{flavor}\) ", SCRIPTS["finish-image.sh"].read_text(), re.MULTILINE)
+    assert changes[-1].endswith('/mnt/finish-image.sh "$FLAVOR"')
+    for script in ("finish-image.sh", "check-image.sh"):
+        assert re.search(rf"^\s*{flavor}\) ", SCRIPTS[script].read_text(), re.MULTILINE)
+
+
+def test_each_build_step_is_written_once():
+    """A RUN both flavors take is one instruction, in a stage that takes the flavor's stage and name through
+    FLAVOR, never one copy per flavor: equal up to the words cpu and gpu means written twice. The one exception is
+    the two stacks' install and Horovod compile: rewritten, the cached GPU compile (~22 min on 2 cores) would rerun once."""
+    stages_of: dict[str, list[str]] = {}
+    for name, (_base, instructions) in stages().items():
+        for line in instructions:
+            if line.startswith("RUN "):
+                stages_of.setdefault(re.sub(r"\b(cpu|gpu)\b", "FLAVOR", line), []).append(name)
+    repeated = {run: names for run, names in stages_of.items() if len(names) > 1}
+    assert [names for names in repeated.values() if names != ["cpu-venv", "gpu-venv"]] == []
+    assert len(repeated) <= 2, "only the stacks' pip install and Horovod compile"
+    assert "--build-arg FLAVOR=cpu" in MAKEFILE and "--build-arg FLAVOR=gpu" in MAKEFILE
 
 
 def test_every_downloading_pip_run_uses_the_ca_secret_and_preflight():
@@ -175,7 +207,7 @@ def test_every_downloading_pip_run_uses_the_ca_secret_and_preflight():
         pip_installs = [line for text in commands for line in text.splitlines() if "pip install" in line]
         if any("--no-index" not in line for line in pip_installs):
             downloading.append(run)
-    assert len(downloading) >= 8  # cpu-venv (2), sbom-tools, cuda-toolkit, gpu-venv (2), the two locks
+    assert len(downloading) >= 8  # cpu-venv (2), sbom-tools, cuda-toolkit, gpu-venv (2), venv, lock
     for run in downloading:
         assert "--mount=type=secret,id=ca,required=false" in run
         assert ". /tmp/build/pip-preflight.sh" in run
@@ -187,13 +219,21 @@ def test_every_script_a_run_executes_is_copied_in_and_executable():
     for name, (_base, instructions) in all_stages.items():
         for run in (line for line in instructions if line.startswith("RUN ")):
             kits = re.findall(r"--mount=type=bind,from=([\w-]+),target=/mnt\b", run)
+            direct = re.findall(RUN_SCRIPT, run)
             for script in executed_scripts(run):
                 executed.add(script)
-                # COPYed into the stage (or a stage it is built on), or into the kit mounted at /mnt.
-                sources = kits if f"/mnt/{script}" in run else lineage(name)
-                copies = [line for stage in sources for line in all_stages[stage][1] if line.startswith("COPY ")]
                 relative = SCRIPTS[script].relative_to(ROOT).as_posix()
-                assert any(relative in line.split() for line in copies), f"{name}: {script} is not COPYed in"
+                # COPYed into the stage (or a stage it is built on), or into the kit mounted at /mnt, in the
+                # build of each flavor (check-kit is FLAVOR's); a script another one runs, beside that one in one
+                # flavor's build at least (check-image.sh runs check-gpu-image.sh for gpu only).
+                in_kit = f"/mnt/{script}" in run if script in direct else any(f"/mnt/{s}" in run for s in direct)
+                found = []
+                for flavor in FLAVORS:
+                    sources = [stage for kit in kits for stage in lineage(kit, flavor)] if in_kit \
+                        else lineage(name, flavor)
+                    copies = [line for stage in sources for line in all_stages[stage][1] if line.startswith("COPY ")]
+                    found.append(any(relative in line.split() for line in copies))
+                assert all(found) if script in direct else any(found), f"{name}: {script} is not COPYed in"
                 assert os.access(SCRIPTS[script], os.X_OK), f"{relative} must be executable"
     assert executed == set(SCRIPTS) - {"pip-preflight.sh", "sdk-v3-bash-env.sh"}, "a docker/ script no RUN uses"
 
@@ -298,15 +338,15 @@ def test_gpu_lock_has_the_cpu_stack_and_no_cpu_mxnet():
 
 
 def test_gpu_stage_declares_the_sass_archs_and_no_launcher_settings():
-    assert 'ENV SMMH_CUDA_ARCHS="50 60 70 80"' in stage("gpu")
-    env = "\n".join(line for name in lineage("gpu") for line in stages()[name][1] if line.startswith("ENV "))
+    assert 'ENV SMMH_CUDA_ARCHS="50 60 70 80"' in stage("gpu-runtime")
+    env = "\n".join(line for name in lineage("image", "gpu") for line in stages()[name][1] if line.startswith("ENV "))
     # The launcher's defaults, not ENV: only the SASS list and the container-runtime settings.
     assert not re.search(r"\b(MXNET|HOROVOD)_", env)
     assert "LD_LIBRARY_PATH" not in env
 
 
 def test_gpu_runtime_stages_take_no_compiler_or_stub():
-    gpu_stage = stage("gpu")
+    gpu_stage = "\n".join(stage(name) for name in own_stages("gpu"))
     copies = re.findall(r"^COPY --from=(\S+) (\S+)", gpu_stage, re.MULTILINE)
     assert {source for _stage, source in copies} == {
         "/opt/venv", "/usr/local/lib/cuda11-forwarders/", "/etc/ld.so.conf.d/sagemaker-cuda.conf"}
