@@ -7,7 +7,10 @@ Workloads (benchmarks/common/link_workloads.py): `gpu-like` and `cpu`, the link 
 parameters, 100 MB of fp32 gradients a step) with a GPU host's compute emulated off the CPU (gradients over the
 backward pass) or computed on the rank's core; `faster_rcnn-gpu-like` and `mask_rcnn-gpu-like`, the probe's
 emulated GPU host with that network's layers (their parameters, and their shares of the compute by multiply-adds);
-`faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU host. Each round runs, alternating so that a change
+`faster_rcnn` and `mask_rcnn`, the built-in programs on a CPU host; and any user's Gluon script, unchanged
+(`--script PATH[:key=value,...]`, timed from outside by benchmarks/probes/script_probe), or the grid of user-script
+shapes (`--user-grid`: benchmarks/probes/user_scripts/layered_gluon.py, whose defaults are the script a user
+reported). Each round runs, alternating so that a change
 in the machine's load hits all alike:
   alone      1 host x 1 rank, unshaped: the step's compute (it sets every link's rate) and the throughput
              Horovod's efficiency divides by (throughput of N ranks / (N x one rank alone))
@@ -17,11 +20,13 @@ in the machine's load hits all alike:
 Every rank gets the same CPU: one core each at 2 hosts, half a core each at 4 (two hosts per core, --cpus 0.5).
 For the probe it also prints the overlap limit (the efficiency if each layer's bytes left when its gradient
 existed and crossed the link back to back), and with --phases, per ratio, one more run of the first variant
-with Horovod's timeline of 3 steps and every rank's CPU per thread (benchmarks/common/link_timeline.py).
+with Horovod's timeline of 3 steps and every rank's CPU per thread (benchmarks/common/link_timeline.py; for a
+script, the timeline of the whole run read without the script's help: link_timeline.tensor_steps).
 
   python3 -m benchmarks.link_scaling [--image sagemaker-mxnet-horovod:cpu] [--workloads gpu-like cpu]
       [--ratios unshaped 0.24 0.77] [--hosts 2] [--variant 'NAME:key=value,KEY=value'] [--repeat 1]
-      [--phases] [--control] [--queue-ms 10] [--congestion-control cubic]
+      [--script PATH[:key=value,...]] [--user-grid] [--phases] [--control] [--queue-ms 10]
+      [--congestion-control cubic] [--cpu-shares 16384] [--keep DIR]
 
 Variant keys in lower case are hyperparameters (the launcher's, e.g. horovod_fusion_threshold_mb, or the
 program's: compression=fp16 for the probe), upper case the job's environment; link_congestion_control is the
@@ -37,6 +42,7 @@ kernels list "reno bbr" only): the script refuses before any job starts, naming 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 import tempfile
@@ -52,6 +58,12 @@ from benchmarks.common.scaling_jobs import placement
 from scripts.local_job import DOCKER, run_job
 
 DEFAULTS = "defaults:"
+# The user-script grid (--user-grid): probes/user_scripts/layered_gluon.py's shapes; its defaults are the script a
+# user reported (imperative_gluon_link.py: 12 Dense layers of 1440, a delay after each, batch 2, trainer.step)
+LAYERED_GLUON = Path(__file__).resolve().parent / "probes" / "user_scripts" / "layered_gluon.py"
+USER_GRID = ("", "hybridize=true", "layers=10,width=1581", "layers=50,width=707", "batch=16", "cpu_ms=1.5",
+             "cpu_ms=5", "delay=before", "update=allreduce,sync=gradients")
+TIMELINE_IN_JOB = "/opt/ml/output/data/horovod_timeline.json"
 # A variant's key for the emulated link's TCP congestion control (the script's, not the job's: never passed on)
 CONGESTION_CONTROL_KEY = "link_congestion_control"
 
@@ -96,7 +108,8 @@ class Shaper:
 def run(workload, args, hosts: int, cpusets: dict, cpus: dict, hps: dict, env: dict, workdir: Path,
         name: str, during=None, per_host: int = 1) -> dict:
     hps = {**hps, "sagemaker_mpi_num_of_processes_per_host": str(per_host)} if per_host > 1 else hps
-    spec = workload.spec(hosts, hps, env={"OMP_NUM_THREADS": "1", **env}, cpusets=cpusets, cpus=cpus, during=during)
+    spec = workload.spec(hosts, hps, env={"OMP_NUM_THREADS": "1", **env}, cpusets=cpusets, cpus=cpus, during=during,
+                         cpu_shares=args.cpu_shares)
     return workload.read(run_job(spec, workdir), name, hosts * per_host)
 
 
@@ -141,11 +154,16 @@ def run_linked(workload, args, rate_bps: float | None, hps: dict, env: dict, wor
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
-    parser.add_argument("--workloads", nargs="+", choices=["gpu-like", "cpu", "faster_rcnn", "mask_rcnn",
+    parser.add_argument("--workloads", nargs="*", choices=["gpu-like", "cpu", "faster_rcnn", "mask_rcnn",
                                                            "faster_rcnn-gpu-like", "mask_rcnn-gpu-like"],
                         default=["gpu-like"])
     parser.add_argument("--ratios", nargs="+", default=["unshaped", "0.24", "0.77"],
                         help="link ratios (a host's bytes per step / link rate / compute per step), or unshaped")
+    parser.add_argument("--script", action="append", default=[], metavar="PATH[:key=value,...]",
+                        help="a user's Gluon training script as one more workload, unchanged (probes/script_probe "
+                        "times its Trainer.step calls), with these hyperparameters; repeat for several")
+    parser.add_argument("--user-grid", action="store_true", help="the grid of user-script shapes as workloads "
+                        "(probes/user_scripts/layered_gluon.py: " + "; ".join(s or "as reported" for s in USER_GRID) + ")")
     parser.add_argument("--hosts", type=int, choices=[2, 4], default=2)
     parser.add_argument("--ranks-per-host", type=int, default=1, help="ranks sharing each host's CPU (Horovod's "
                         "hierarchical allreduce: the variant HOROVOD_HIERARCHICAL_ALLREDUCE=1)")
@@ -166,6 +184,10 @@ def main() -> int:
     parser.add_argument("--queue-ms", type=float, default=link.QUEUE_MS, help="the emulated link's queue")
     parser.add_argument("--flow-cap", type=float, help="cap every TCP connection at this share of the link's rate "
                         "(EC2: 5 or 10 Gbit/s a flow, e.g. 0.4 of 25 Gbit/s)")
+    parser.add_argument("--cpu-shares", type=int, default=0, help="docker --cpu-shares of every container (e.g. "
+                        "16384: ahead of other work on a shared machine; on cgroup v1 raise Docker's own group's "
+                        "cpu.shares too, or the host's processes still come first)")
+    parser.add_argument("--keep", type=Path, help="run the jobs under this directory and keep it (logs, timelines)")
     parser.add_argument("--phases", action="store_true", help="probe: per ratio, one more run with the timeline")
     parser.add_argument("--control", action="store_true", help="CPU workloads: N independent ranks at once too")
     args = parser.parse_args()
@@ -181,11 +203,13 @@ def main() -> int:
 
     results: dict = {}
     with tempfile.TemporaryDirectory(prefix="link-scaling-") as tmp:
-        tmp = Path(tmp)
+        tmp = args.keep or Path(tmp)
         chosen = [make_workload(name, args, tmp) for name in args.workloads]
+        grid = [f"{LAYERED_GLUON}:{spec}" if spec else str(LAYERED_GLUON) for spec in USER_GRID] if args.user_grid else []
+        chosen += [script_workload(text, args, tmp) for text in args.script + grid]
         for round_ in range(args.repeat):
             for workload in chosen:
-                run_round(args, workload, ratios, variants, results, tmp / f"{workload.name}-{round_}", round_)
+                run_round(args, workload, ratios, variants, results, tmp / f"{file_name(workload.name)}-{round_}", round_)
         print_table(args, chosen, ratios, variants, results)
     return 0
 
@@ -197,6 +221,17 @@ def make_workload(name: str, args, tmp: Path):
         return workloads.Probe("gpu-like", args, name.removesuffix("-gpu-like"), tmp)
     data = workloads.synthetic_coco(args.image, tmp, args.hosts * args.iterations)
     return workloads.Rcnn(name, args, data)
+
+
+def file_name(name: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", name)
+
+
+def script_workload(text: str, args, tmp: Path):
+    path, _, spec = text.partition(":")
+    script_args = parse_variant(":" + spec)[1]
+    name = Path(path).stem + (f"[{spec}]" if spec else "")
+    return workloads.Script(Path(path).resolve(), args, tmp, script_args, name)
 
 
 def run_round(args, workload, ratios: list, variants: list, results: dict, workdir: Path, round_: int) -> None:
@@ -229,6 +264,8 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
                 + (")" if rate else ""))
         if args.phases and "gradients_ready" in alone:
             run_phases(args, workload, ratio, rate, variants[0], results, workdir / f"{ratio}-phases", round_)
+        elif args.phases and isinstance(workload, workloads.Script):
+            run_script_phases(args, workload, ratio, rate, variants[0], workdir / f"{ratio}-phases", round_)
 
 
 def run_phases(args, workload, ratio, rate, variant, results: dict, workdir: Path, round_: int) -> None:
@@ -238,6 +275,17 @@ def run_phases(args, workload, ratio, rate, variant, results: dict, workdir: Pat
     phases = link_timeline.summary(link_timeline.step_phases(record, link_timeline.read_timeline(timeline)))
     results.setdefault((workload.name, ratio, "phases"), []).append((phases, record["cpu_ms_per_step"]))
     say(round_, workload.name, f"ratio {ratio or 'unshaped'} phases ({name})", link_timeline.describe(phases, record))
+
+
+def run_script_phases(args, workload, ratio, rate, variant, workdir: Path, round_: int) -> None:
+    """A user's script: Horovod's timeline of the whole run (HOROVOD_TIMELINE), read without the script's help."""
+    name, hps, env = variant
+    record = run_linked(workload, args, rate, hps, {**env, "HOROVOD_TIMELINE": TIMELINE_IN_JOB}, workdir)
+    events = link_timeline.read_timeline(workdir / "algo-1" / "output" / "data" / TIMELINE_IN_JOB.rsplit("/", 1)[1])
+    steps = link_timeline.tensor_steps(events)[args.warmup:]
+    say(round_, workload.name, f"ratio {ratio or 'unshaped'} phases ({name})",
+        link_timeline.describe_tensor_steps(link_timeline.summary(steps), record, rate,
+                                            link.ring_bytes_per_host(record["gradient_bytes"], args.hosts)))
 
 
 def say(round_: int, workload: str, what: str, text: str) -> None:

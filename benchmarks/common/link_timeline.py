@@ -120,3 +120,54 @@ def describe(phases: dict, record: dict) -> str:
             f"{phases.get('overlapped', 0):.0%} before the last gradient), "
             f"{phases.get('mpi_allreduce_calls', 0):.0f} MPI calls for {phases.get('tensors', 0):.0f} tensors; "
             f"per step by rank: {cpu}")
+
+
+def tensor_steps(events: list) -> list:
+    """Horovod's timeline alone (any script): one dict per step, times in ms from the step's first negotiation.
+    A tensor's k-th negotiation is step k's; a negotiation starts when Horovod's background thread first sees the
+    tensor asked for (its gradient was ready and the script's trainer enqueued it, or later if the thread was busy
+    in a collective). Per step: the first and last negotiation, the allreduces' span and busy time (the union over
+    tensors), the time the link could have worked but no allreduce ran (idle between the first negotiation and the
+    last allreduce's end) and the period to the next step's first negotiation."""
+    names = {e["pid"]: e["args"].get("name", "") for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    found = spans(events, 0.0)
+    per_tensor: dict = defaultdict(lambda: defaultdict(list))
+    for activity in ("NEGOTIATE_ALLREDUCE", "ALLREDUCE"):
+        for start, end, pid in found.get(activity, []):
+            if names.get(pid, "").startswith("horovod_allreduce."):
+                per_tensor[pid][activity].append((start, end))
+    tensors = [t for t in per_tensor.values() if t["NEGOTIATE_ALLREDUCE"] and t["ALLREDUCE"]]
+    if not tensors:
+        return []
+    count = min(min(len(t["NEGOTIATE_ALLREDUCE"]), len(t["ALLREDUCE"])) for t in tensors)
+    firsts = [min(sorted(t["NEGOTIATE_ALLREDUCE"])[k][0] for t in tensors) for k in range(count)]
+    steps = []
+    for k in range(count - 1):
+        base = firsts[k]
+        negotiations = [sorted(t["NEGOTIATE_ALLREDUCE"])[k][0] for t in tensors]
+        allreduces = [sorted(t["ALLREDUCE"])[k] for t in tensors]
+        end = max(e for _, e in allreduces)
+        busy = union_seconds(allreduces)
+        steps.append({
+            "period_ms": (firsts[k + 1] - base) * 1000, "last_negotiation_ms": (max(negotiations) - base) * 1000,
+            "first_allreduce_ms": (min(s for s, _ in allreduces) - base) * 1000,
+            "last_allreduce_end_ms": (end - base) * 1000, "allreduce_busy_ms": busy * 1000,
+            "link_idle_ms": (end - base - busy) * 1000, "after_last_allreduce_ms": (firsts[k + 1] - end) * 1000,
+        })
+    return steps
+
+
+def describe_tensor_steps(steps: dict, record: dict, rate_bps: float | None, bytes_per_host: float) -> str:
+    """tensor_steps' medians, the link's time for a host's bytes against the allreduces' busy time, and the ranks'
+    CPU per step by thread kind, in a line."""
+    cpu = " | ".join(", ".join(f"{k} {v:.0f}" for k, v in rank.items()) for rank in record["cpu_ms_per_step"])
+    link = ""
+    if rate_bps and steps.get("allreduce_busy_ms"):
+        seconds = bytes_per_host * 8 / (rate_bps * TCP_PAYLOAD_SHARE)
+        link = f" (the link needs {seconds * 1000:.0f} ms: {seconds * 1000 / steps['allreduce_busy_ms']:.0%} of busy)"
+    return (f"period {steps.get('period_ms', 0):.0f} ms: negotiations 0-{steps.get('last_negotiation_ms', 0):.0f}, "
+            f"allreduce {steps.get('first_allreduce_ms', 0):.0f}-{steps.get('last_allreduce_end_ms', 0):.0f} "
+            f"(busy {steps.get('allreduce_busy_ms', 0):.0f}{link}, idle {steps.get('link_idle_ms', 0):.0f}), "
+            f"{steps.get('after_last_allreduce_ms', 0):.0f} from the last allreduce to the next step; "
+            f"CPU per step by rank: {cpu}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from scripts.local_job import DOCKER, Channel, JobSpec
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "link_probe"
+SCRIPT_PROBE = Path(__file__).resolve().parents[1] / "probes" / "script_probe" / "script_probe.py"
 RCNN_ITERATION = re.compile(r"(?:\[1,0\]<stdout>:)?epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)")
 # The parameters Horovod sums every step: the programs' collect_train_params() less the anchors (no gradient:
 # Horovod skips them), counted in the image by `trainable_parameters` (33.6M for Faster R-CNN, 35.7M for Mask
@@ -74,6 +75,38 @@ class Probe:
         record = json.loads(written[0].read_text())
         return {**record, "gradient_bytes": 4 * record["parameters"],
                 "measured_from": record["steps"][self.args.warmup][0]}
+
+
+class Script:
+    """A user's Gluon training script, unchanged, run by probes/script_probe (which times its Trainer.step calls
+    from outside): `--script PATH` with `--script-args key=value,...` as its hyperparameters."""
+
+    def __init__(self, path: Path, args, tmp: Path, script_args: dict, name: str | None = None):
+        self.args, self.script_args = args, script_args
+        self.name = name or path.stem
+        self.code_dir = tmp / (re.sub(r"[^\w.-]+", "_", self.name) + "-code")
+        self.code_dir.mkdir(parents=True)
+        shutil.copy(path, self.code_dir / path.name)
+        shutil.copy(SCRIPT_PROBE, self.code_dir / SCRIPT_PROBE.name)
+        self.target = path.name
+
+    def spec(self, hosts: int, hps: dict, env: dict, **placement) -> JobSpec:
+        hyperparameters = {"sagemaker_program": SCRIPT_PROBE.name, "sagemaker_submit_directory": "/opt/ml/code",
+                           **self.script_args, **hps}
+        env = {"SCRIPT_PROBE_TARGET": self.target, "SCRIPT_PROBE_WARMUP": str(self.args.warmup),
+               "SCRIPT_PROBE_BATCH": self.script_args.get("batch", "1"), **env}
+        return JobSpec(image=self.args.image, hosts=hosts, hyperparameters=hyperparameters, code_dir=self.code_dir,
+                       env=env, timeout_s=900, **placement)
+
+    def read(self, result, name: str, ranks: int) -> dict:
+        check(result, name)
+        written = sorted(host.root / "model" / "script_probe.rank0.json" for host in result.hosts
+                         if (host.root / "model" / "script_probe.rank0.json").is_file())
+        if not written:
+            raise JobFailed(f"{name}: no host wrote script_probe.rank0.json:\n" + result.describe()[-3000:])
+        others = [json.loads(path.read_text())["cpu_ms_per_step"] for host in result.hosts
+                  for path in sorted((host.root / "model").glob("script_probe.rank*.json"))]
+        return {**json.loads(written[0].read_text()), "cpu_ms_per_step": others}
 
 
 class Rcnn:

@@ -79,6 +79,8 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["--cpuset-cpus", spec.cpusets[host]]
     if host in spec.cpus:
         args += ["--cpus", spec.cpus[host]]
+    if spec.cpu_shares:
+        args += ["--cpu-shares", str(spec.cpu_shares)]
     if host in spec.memory:
         args += ["--memory", spec.memory[host], "--memory-swap", spec.memory[host]]
     if spec.shm_size:

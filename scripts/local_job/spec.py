@@ -116,6 +116,8 @@ class JobSpec:
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
     cpus: dict = field(default_factory=dict)  # host -> docker --cpus (a share of its cpuset, e.g. "0.5")
     memory: dict = field(default_factory=dict)  # host -> docker --memory, the same --memory-swap (no swap): "768m"
+    # docker --cpu-shares of every host: a benchmark's containers ahead of other work on a shared machine (0: Docker's)
+    cpu_shares: int = 0
     # /dev/shm of every host: Docker's default (64 MiB) is too small for DataLoader workers and NCCL; SageMaker's
     # hosts have many GiB. None: Docker's default.
     shm_size: str | None = "1g"

@@ -15,6 +15,7 @@ from sagemaker_mxnet_horovod.backends.mpi.mpirun import (
     nccl_sockets_on_100g,
     omp_threads_per_rank,
     ssh_options,
+    transport_shares_the_core,
     user_sets_mca,
     yields_when_idle,
 )
@@ -190,6 +191,22 @@ def test_mpi_yield_when_idle_counts_the_hosts_sharing_the_machine(instance_type,
     assert mpi_yield_when_idle(local_job) == (
         [f"mpi_yield_when_idle=1 ({noted} core(s) per rank: {facts.cpu_count} cores / ({per_host} ranks per host x 2 "
          "hosts on this machine); busy polling would starve it)"] if noted else [])
+
+
+@pytest.mark.parametrize("hosts,facts,per_host,instance_type,hinted", [
+    (2, CPU2, "1", "ml.c5.large", False),  # 2 cores, 1 rank: 2 cores per rank
+    (2, CPU2, "2", "ml.c5.large", True),  # 1 core per rank
+    (2, CPU16, "16", "ml.c5.4xlarge", True),
+    (2, CPU16, "8", "ml.c5.4xlarge", False),  # 2 cores per rank
+    (2, CPU2, "1", "local", True),  # 2 cores / (1 rank x 2 hosts on this machine)
+    (1, CPU2, "2", "ml.c5.large", False),  # one host: its ranks meet in shared memory, not over TCP
+])
+def test_one_core_per_rank_across_hosts_is_hinted(hosts, facts, per_host, instance_type, hinted):
+    planned = job(hosts=tuple(f"algo-{n + 1}" for n in range(hosts)), facts=facts, instance_type=instance_type,
+                  sagemaker_mpi_num_of_processes_per_host=per_host)
+    notes = transport_shares_the_core(planned)
+    assert bool(notes) == hinted
+    assert all(note.startswith("1 core per rank across hosts") for note in notes)
 
 
 @pytest.mark.parametrize("instance_type,yields", [("local", True), ("ml.c5.4xlarge", False)])

@@ -152,6 +152,17 @@ def mpi_yield_when_idle(job: PlanInputs) -> list[str]:
             "busy polling would starve it)"]
 
 
+def transport_shares_the_core(job: PlanInputs) -> list[str]:
+    """The hint for one core per rank across hosts: the allreduce's transport needs that core too (measured on
+    emulated links: docs/benchmarks/link-scaling.md#user-scripts)."""
+    share = rank_cores(job)
+    if len(job.layout.hosts) < 2 or share.per_process > 1:
+        return []
+    return [f"{share.per_process} core per rank across hosts: Horovod's allreduce over TCP needs that core too, and "
+            "a script's work on the CPU each step (an optimizer update, Python) slows its transfers; keep per-step "
+            "work off the CPU or give each rank 2 cores or more (docs/benchmarks/link-scaling.md#user-scripts)"]
+
+
 def nccl_socket_interface(job: PlanInputs) -> list[Setting]:
     if not job.layout.interface:
         return []
@@ -183,6 +194,7 @@ def nccl_sockets_on_100g(job: PlanInputs) -> list[Setting]:
 RULES: tuple[Rule, ...] = (
     omp_threads_per_rank,
     mpi_yield_when_idle,
+    transport_shares_the_core,
     nccl_socket_interface,
     nccl_sockets_on_100g,
 )
