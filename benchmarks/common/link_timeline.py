@@ -137,10 +137,12 @@ def tensor_steps(events: list) -> list:
         for start, end, pid in found.get(activity, []):
             if names.get(pid, "").startswith("horovod_allreduce."):
                 per_tensor[pid][activity].append((start, end))
-    tensors = [t for t in per_tensor.values() if t["NEGOTIATE_ALLREDUCE"] and t["ALLREDUCE"]]
-    if not tensors:
+    counts = {pid: min(len(t["NEGOTIATE_ALLREDUCE"]), len(t["ALLREDUCE"])) for pid, t in per_tensor.items()}
+    count = max(counts.values(), default=0)
+    # the gradients: reduced every step (a script's own one-off allreduces, e.g. of a final figure, are not)
+    tensors = [per_tensor[pid] for pid, n in counts.items() if n == count]
+    if count < 2:
         return []
-    count = min(min(len(t["NEGOTIATE_ALLREDUCE"]), len(t["ALLREDUCE"])) for t in tensors)
     firsts = [min(sorted(t["NEGOTIATE_ALLREDUCE"])[k][0] for t in tensors) for k in range(count)]
     steps = []
     for k in range(count - 1):
