@@ -42,6 +42,7 @@ kernels list "reno bbr" only): the script refuses before any job starts, naming 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -50,8 +51,8 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.common import charts, link_timeline
 from benchmarks.common import emulated_link as link
-from benchmarks.common import link_timeline
 from benchmarks.common import link_workloads as workloads
 from benchmarks.common.machine import load
 from benchmarks.common.scaling_jobs import placement
@@ -187,10 +188,21 @@ def main() -> int:
     parser.add_argument("--cpu-shares", type=int, default=0, help="docker --cpu-shares of every container (e.g. "
                         "16384: ahead of other work on a shared machine; on cgroup v1 raise Docker's own group's "
                         "cpu.shares too, or the host's processes still come first)")
+    parser.add_argument("--json", type=Path, help="write every run's efficiency and overlap limit here")
+    parser.add_argument("--chart", type=Path, help="draw efficiency against the link ratio from --json as this PNG, "
+                        "with the overlap limit and AWS's published points (matplotlib: requirements-charts.txt)")
+    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
     parser.add_argument("--keep", type=Path, help="run the jobs under this directory and keep it (logs, timelines)")
     parser.add_argument("--phases", action="store_true", help="probe: per ratio, one more run with the timeline")
     parser.add_argument("--control", action="store_true", help="CPU workloads: N independent ranks at once too")
     args = parser.parse_args()
+    if (args.chart or args.redraw) and not args.json:
+        parser.error("--chart and --redraw draw from --json: give it")
+    if args.redraw:
+        if not args.chart:
+            parser.error("--redraw draws --chart: give it")
+        charts.link_sweep(args.json, args.chart)
+        return 0
     ratios = [None if r == "unshaped" else float(r) for r in args.ratios]
     variants = [parse_variant(v) for v in (args.variant or [DEFAULTS])]
     if any(ratios):
@@ -211,7 +223,27 @@ def main() -> int:
             for workload in chosen:
                 run_round(args, workload, ratios, variants, results, tmp / f"{file_name(workload.name)}-{round_}", round_)
         print_table(args, chosen, ratios, variants, results)
+    if args.json:
+        write_record(args, chosen, ratios, variants, results)
+        if args.chart:
+            charts.link_sweep(args.json, args.chart)
     return 0
+
+
+def write_record(args, chosen: list, ratios: list, variants: list, results: dict) -> None:
+    """Per workload: its alone steps, and per ratio (null: unshaped) each variant's efficiencies (one per round)
+    and the overlap limits; with what the runs ran under."""
+    record = {"image": args.image, "hosts": args.hosts, "repeat": args.repeat, "queue_ms": args.queue_ms,
+              "congestion_control": args.congestion_control, "step_ms": args.step_ms, "load_end": load(),
+              "workloads": {}}
+    for workload in chosen:
+        name = workload.name
+        record["workloads"][name] = {
+            "alone_step_s": [r["step_s"] for r in results.get((name, "alone"), [])],
+            "ratios": [{"ratio": ratio, "limits": [x for x in results.get((name, ratio, "limit"), []) if x],
+                        "variants": {v: results.get((name, ratio, v), []) for v, _, _ in variants}}
+                       for ratio in ratios]}
+    args.json.write_text(json.dumps(record, indent=1) + "\n")
 
 
 def make_workload(name: str, args, tmp: Path):

@@ -130,3 +130,49 @@ def launcher_scale(record_path: Path, png: Path) -> None:
     figure.tight_layout(rect=(0, 0.03, 1, 1))
     figure.savefig(png)
     plt.close(figure)
+
+
+# AWS's published efficiencies at 3 hosts of 8 V100s, at each model's own ratio (docs/benchmarks/link-scaling.md,
+# "The ratio, derived"): (label, link ratio, efficiency, where the label sits in points from the star)
+AWS_POINTS = (("Faster R-CNN, ml.p3.16xlarge", 0.67, 0.62, (5, -10)),
+              ("Faster R-CNN, ml.p3dn.24xlarge", 0.21, 0.80, (5, -12)),
+              ("Mask R-CNN, ml.p3.16xlarge", 0.49, 0.76, (5, -10)),
+              ("Mask R-CNN, ml.p3dn.24xlarge", 0.16, 0.82, (5, 6)))
+
+
+def link_sweep(record_path: Path, png: Path) -> None:
+    """Efficiency against the link ratio (benchmarks/link_scaling.py's --json): per workload and variant the median
+    of the rounds, each round as a dot; the probe's overlap limit dashed; AWS's published points; linear = 1.0."""
+    record = json.loads(Path(record_path).read_text())
+    plt = pyplot()
+    figure, axes = plt.subplots(figsize=(6.8, 4.4), dpi=100)
+    axes.axhline(1.0, color="black", linewidth=1, linestyle="--", label="linear")
+    for name, workload in record["workloads"].items():
+        shaped = sorted((r for r in workload["ratios"] if r["ratio"] is not None), key=lambda r: r["ratio"])
+        limits = [(r["ratio"], statistics.median(r["limits"])) for r in shaped if r["limits"]]
+        if limits:
+            axes.plot(*zip(*limits), linestyle=":", color="grey", label=f"{name}: overlap limit")
+        for variant in (shaped[0]["variants"] if shaped else {}):
+            points = [(r["ratio"], r["variants"][variant]) for r in shaped if r["variants"].get(variant)]
+            if not points:
+                continue
+            label = name if variant == "defaults" else f"{name}, {variant}"
+            line = axes.plot([x for x, _ in points], [statistics.median(v) for _, v in points], marker="o",
+                             label=label)[0]
+            for x, values in points:
+                axes.scatter([x] * len(values), values, color=line.get_color(), alpha=0.35, s=12)
+    for label, ratio, efficiency, offset in AWS_POINTS:
+        axes.scatter([ratio], [efficiency], marker="*", s=90, color="black", zorder=3)
+        axes.annotate(f"AWS: {label}", (ratio, efficiency), textcoords="offset points", xytext=offset, fontsize=7)
+    axes.set_xlabel("link ratio (a host's bytes a step / link rate / compute a step)")
+    axes.set_ylabel("efficiency (throughput / N x one rank alone)")
+    axes.set_ylim(0, 1.1)
+    axes.set_title(f"{record['hosts']} hosts x 1 rank on emulated links ({record['congestion_control']}, "
+                   f"{record['queue_ms']:g} ms queue)", fontsize=10)
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="lower left")
+    figure.text(0.01, 0.01, f"{record['image']}; {record['repeat']} round(s); load at the end {record['load_end']}",
+                fontsize=7, alpha=0.7)
+    figure.tight_layout(rect=(0, 0.04, 1, 1))
+    figure.savefig(png)
+    plt.close(figure)
