@@ -5,12 +5,15 @@ DistributedTrainer is one).
 The job's program is this file; the user's script sits beside it in the code directory, named by the
 SCRIPT_PROBE_TARGET environment variable, and gets this program's command-line arguments. Hooks (installed when
 the script imports them, so its own import order and environment come first):
-- `gluon.Trainer.step` and `allreduce_grads`: counts the calls; at the --warmup'th it waits for the engine
+- `gluon.Trainer.step` and `allreduce_grads`: counts the calls; after SCRIPT_PROBE_WARMUP of them (link_scaling's --warmup) it waits for the engine
   (mx.nd.waitall) and starts the clock; the clock stops after the script returns and the engine drains. A step's
   samples are the batch size the script passes to step(); its gradient bytes are the trainer's parameters with
   gradients, at their dtype's size.
 - `horovod.mxnet.init`: the threads it starts are Horovod's (the per-thread CPU split, as the link probe's).
-Rank 0 writes script_probe.json to SM_MODEL_DIR: the measured steps, their seconds, global samples/s (the ranks
+Two experiments by environment: SCRIPT_PROBE_RENICE=N puts every thread of the rank but Horovod's N nicer
+(Horovod's thread first on the rank's cores; threads started later inherit it), SCRIPT_PROBE_BATCH is the batch a
+step counts when the script calls allreduce_grads() (no batch size there). Every rank writes
+script_probe.rank<N>.json to its SM_MODEL_DIR: the measured steps, their seconds, global samples/s (the ranks
 step together, so the world size x its own rate), gradient bytes and every rank's CPU per step by thread kind.
 """
 

@@ -34,7 +34,6 @@ p.add_argument("--delay", choices=["after", "before"], default="after")
 p.add_argument("--update", choices=["step", "allreduce"], default="step")
 p.add_argument("--sync", choices=["none", "step", "gradients"], default="none")
 p.add_argument("--bias", default="true")
-p.add_argument("--renice", type=int, default=0, help="experiment: every thread but Horovod's this much nicer")
 a = p.parse_args()
 
 import horovod.mxnet as hvd  # noqa: E402
@@ -94,13 +93,7 @@ class Layer(gluon.HybridBlock):
         return F.Custom(self.dense(x), op_type="delay")
 
 
-import os  # noqa: E402
-
-before = set(os.listdir("/proc/self/task"))
 hvd.init()
-if a.renice:
-    for tid in before:
-        os.setpriority(os.PRIO_PROCESS, int(tid), a.renice)
 mx.random.seed(1)
 net = gluon.nn.HybridSequential()
 for _ in range(a.layers):
