@@ -178,17 +178,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="rounds; configurations alternate within each")
     parser.add_argument("--configs", nargs="+", default=list(DEFAULT_CONFIGURATIONS), choices=list(CONFIGURATIONS))
     parser.add_argument("--dissect", action="store_true", help="one more run per configuration, dissected")
-    parser.add_argument("--json", type=Path, help="also write every run's records (phases, step times) to this file")
-    parser.add_argument("--chart", type=Path, help="draw each configuration's epoch seconds by epoch from --json as "
-                        "this PNG (matplotlib: requirements-charts.txt)")
-    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
+    charts.add_options(parser, "also write every run's records (phases, step times) to this file",
+                       "each configuration's epoch seconds by epoch")
     args = parser.parse_args()
-    if (args.chart or args.redraw) and not args.json:
-        parser.error("--chart and --redraw draw from --json: give it")
-    if args.redraw and not args.chart:
-        parser.error("--redraw draws --chart: give it")
-    if args.redraw:
-        charts.first_epoch(args.json, args.chart)
+    if charts.redraw_only(parser, args, charts.first_epoch):
         return 0
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (a first and a steady epoch)")

@@ -116,17 +116,10 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--start-gate", action="store_true",
                         help="start every host's launcher at once, after all containers run; count from then")
-    parser.add_argument("--json", type=Path, help="write every run's overhead here (the first image's)")
-    parser.add_argument("--chart", type=Path, help="draw the overhead by host count from --json as this PNG "
-                        "(matplotlib: requirements-charts.txt)")
-    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
+    charts.add_options(parser, "write every run's overhead here (the first image's)",
+                       "the overhead by host count")
     args = parser.parse_args()
-    if (args.chart or args.redraw) and not args.json:
-        parser.error("--chart and --redraw draw from --json: give it")
-    if args.redraw and not args.chart:
-        parser.error("--redraw draws --chart: give it")
-    if args.redraw:
-        charts.launcher_scale(args.json, args.chart)
+    if charts.redraw_only(parser, args, charts.launcher_scale):
         return 0
 
     overhead: dict = {}  # (image, launcher, hosts) -> [seconds]

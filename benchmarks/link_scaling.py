@@ -188,20 +188,13 @@ def main() -> int:
     parser.add_argument("--cpu-shares", type=int, default=0, help="docker --cpu-shares of every container (e.g. "
                         "16384: ahead of other work on a shared machine; on cgroup v1 raise Docker's own group's "
                         "cpu.shares too, or the host's processes still come first)")
-    parser.add_argument("--json", type=Path, help="write every run's efficiency and overlap limit here")
-    parser.add_argument("--chart", type=Path, help="draw efficiency against the link ratio from --json as this PNG, "
-                        "with the overlap limit and AWS's published points (matplotlib: requirements-charts.txt)")
-    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
+    charts.add_options(parser, "write every run's efficiency and overlap limit here",
+                       "efficiency against the link ratio, with the overlap limit and AWS's published points")
     parser.add_argument("--keep", type=Path, help="run the jobs under this directory and keep it (logs, timelines)")
     parser.add_argument("--phases", action="store_true", help="probe: per ratio, one more run with the timeline")
     parser.add_argument("--control", action="store_true", help="CPU workloads: N independent ranks at once too")
     args = parser.parse_args()
-    if (args.chart or args.redraw) and not args.json:
-        parser.error("--chart and --redraw draw from --json: give it")
-    if args.redraw:
-        if not args.chart:
-            parser.error("--redraw draws --chart: give it")
-        charts.link_sweep(args.json, args.chart)
+    if charts.redraw_only(parser, args, charts.link_sweep):
         return 0
     ratios = [None if r == "unshaped" else float(r) for r in args.ratios]
     variants = [parse_variant(v) for v in (args.variant or [DEFAULTS])]

@@ -183,17 +183,10 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=4, help="Faster R-CNN iterations (the first not timed)")
     parser.add_argument("--short", type=int, default=192, help="Faster R-CNN's image short side (training: 800)")
     parser.add_argument("--cpu", action="store_true", help="MNIST: where the workers' CPU went (sampled from /proc)")
-    parser.add_argument("--json", type=Path, help="write every round's throughput here")
-    parser.add_argument("--chart", type=Path, help="draw each layout's efficiency by worker count from --json as "
-                        "this PNG (matplotlib: requirements-charts.txt)")
-    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
+    charts.add_options(parser, "write every round's throughput here",
+                       "each layout's efficiency by worker count")
     args = parser.parse_args()
-    if (args.chart or args.redraw) and not args.json:
-        parser.error("--chart and --redraw draw from --json: give it")
-    if args.redraw and not args.chart:
-        parser.error("--redraw draws --chart: give it")
-    if args.redraw:
-        charts.scaling_efficiency(args.json, args.chart)
+    if charts.redraw_only(parser, args, charts.scaling_efficiency):
         return 0
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("benchmark: needs at least 2 cores")

@@ -9,6 +9,25 @@ import statistics
 from pathlib import Path
 
 
+def add_options(parser, written: str, drawn: str) -> None:
+    """A study's --json (what it writes), --chart (what it draws from that JSON) and --redraw options."""
+    parser.add_argument("--json", type=Path, help=written)
+    parser.add_argument("--chart", type=Path, help=f"draw {drawn} from --json as this PNG "
+                        "(matplotlib: requirements-charts.txt)")
+    parser.add_argument("--redraw", action="store_true", help="only draw --chart from an existing --json")
+
+
+def redraw_only(parser, args, draw) -> bool:
+    """Check the chart options (add_options); with --redraw, draw(--json, --chart) and say so (the study stops)."""
+    if (args.chart or args.redraw) and not args.json:
+        parser.error("--chart and --redraw draw from --json: give it")
+    if args.redraw and not args.chart:
+        parser.error("--redraw draws --chart: give it")
+    if args.redraw:
+        draw(args.json, args.chart)
+    return args.redraw
+
+
 def pyplot():
     """matplotlib's pyplot on a file-only backend, or a clear exit naming what to install."""
     try:
