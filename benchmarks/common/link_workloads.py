@@ -19,6 +19,7 @@ from scripts.local_job import DOCKER, Channel, JobSpec
 
 PROBE = Path(__file__).resolve().parents[1] / "probes" / "link_probe"
 SCRIPT_PROBE = Path(__file__).resolve().parents[1] / "probes" / "script_probe" / "script_probe.py"
+THREAD_CPU = PROBE / "thread_cpu.py"  # the probes' per-thread CPU, shared
 RCNN_ITERATION = re.compile(r"(?:\[1,0\]<stdout>:)?epoch=\d+ iter=(\d+) .* samples_per_sec=(\S+)")
 # The parameters Horovod sums every step: the programs' collect_train_params() less the anchors (no gradient:
 # Horovod skips them), counted in the image by `trainable_parameters` (33.6M for Faster R-CNN, 35.7M for Mask
@@ -88,6 +89,7 @@ class Script:
         self.code_dir.mkdir(parents=True)
         shutil.copy(path, self.code_dir / path.name)
         shutil.copy(SCRIPT_PROBE, self.code_dir / SCRIPT_PROBE.name)
+        shutil.copy(THREAD_CPU, self.code_dir / THREAD_CPU.name)
         self.target = path.name
 
     def spec(self, hosts: int, hps: dict, env: dict, **placement) -> JobSpec:

@@ -33,7 +33,6 @@ import threading
 import time
 
 COMPRESSIONS = ("none", "fp16", "fp16-free-casts")
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def arguments() -> argparse.Namespace:
@@ -56,6 +55,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--kvstore", choices=["horovod", "dist_sync"], default="horovod")
     return parser.parse_known_args()[0]
 
+
+from thread_cpu import cpu_split, thread_ticks  # noqa: E402  (beside this file in the job's code directory)
 
 ARGS = arguments()
 if ARGS.timeline == "true":
@@ -155,32 +156,11 @@ def build(args, shapes: list) -> gluon.nn.HybridSequential:
     return net
 
 
-def thread_ticks() -> dict:
-    ticks = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks[int(tid)] = int(fields[11]) + int(fields[12])
-    return ticks
-
-
 def tcp_counters() -> dict:
     """This namespace's TCP segments sent and retransmitted (/proc/net/snmp)."""
     lines = [line.split() for line in open("/proc/net/snmp") if line.startswith("Tcp:")]
     values = dict(zip(lines[0][1:], lines[1][1:]))
     return {"out_segments": int(values["OutSegs"]), "retransmitted": int(values["RetransSegs"])}
-
-
-def cpu_split(before: dict, after: dict, communication_tids: set, steps: int) -> dict:
-    """CPU ms per step of the main thread, the threads Horovod (or the kvstore) started and the rest (MXNet's
-    engine, OpenMP, custom ops)."""
-    split = {"main": 0.0, "communication": 0.0, "engine+other": 0.0}
-    for tid, ticks in after.items():
-        kind = "main" if tid == os.getpid() else "communication" if tid in communication_tids else "engine+other"
-        split[kind] += (ticks - before.get(tid, 0)) / CLK_TCK * 1000 / steps
-    return split
 
 
 def train(args, net, job, params, timeline_path: str) -> tuple[list, dict]:

@@ -24,20 +24,9 @@ import sys
 import time
 
 from sagemaker_mxnet_import_hooks.after_import import after_import
+from thread_cpu import cpu_split, thread_ticks  # the link probe's, copied beside this file by the benchmark
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 WARMUP = int(os.environ.get("SCRIPT_PROBE_WARMUP", "3"))
-
-
-def thread_ticks() -> dict:
-    ticks = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            fields = open(f"/proc/self/task/{tid}/stat").read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks[int(tid)] = int(fields[11]) + int(fields[12])
-    return ticks
 
 
 class Clock:
@@ -57,15 +46,6 @@ class Clock:
             self.batch = batch_size
             self.gradient_bytes = sum(p.data().size * numpy.dtype(p.dtype).itemsize
                                       for p in trainer._params if p.grad_req != "null")
-
-    def cpu_split(self, steps: int) -> dict:
-        end = thread_ticks()
-        split = {"main": 0.0, "communication": 0.0, "engine+other": 0.0}
-        for tid, ticks in end.items():
-            kind = ("main" if tid == os.getpid() else "communication" if tid in self.communication_tids
-                    else "engine+other")
-            split[kind] += (ticks - self.start_ticks.get(tid, 0)) / CLK_TCK * 1000 / steps
-        return split
 
 
 CLOCK = Clock()
@@ -117,7 +97,7 @@ def main() -> None:
     size, rank = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1")), int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
     record = {"size": size, "measured_steps": steps, "step_s": seconds / steps,
               "samples_per_s": size * (CLOCK.batch or 1) * steps / seconds, "gradient_bytes": CLOCK.gradient_bytes,
-              "cpu_ms_per_step": CLOCK.cpu_split(steps), "measured_from": CLOCK.started}
+              "cpu_ms_per_step": cpu_split(CLOCK.start_ticks, thread_ticks(), CLOCK.communication_tids, steps), "measured_from": CLOCK.started}
     path = os.path.join(os.environ.get("SM_MODEL_DIR", "/opt/ml/model"), f"script_probe.rank{rank}.json")
     with open(path, "w") as f:
         json.dump(record, f)
