@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -214,7 +213,7 @@ def main() -> int:
         chosen += [script_workload(text, args, tmp) for text in args.script + grid]
         for round_ in range(args.repeat):
             for workload in chosen:
-                run_round(args, workload, ratios, variants, results, tmp / f"{file_name(workload.name)}-{round_}", round_)
+                run_round(args, workload, ratios, variants, results, tmp / f"{workloads.file_name(workload.name)}-{round_}", round_)
         print_table(args, chosen, ratios, variants, results)
     if args.json:
         write_record(args, chosen, ratios, variants, results)
@@ -246,10 +245,6 @@ def make_workload(name: str, args, tmp: Path):
         return workloads.Probe("gpu-like", args, name.removesuffix("-gpu-like"), tmp)
     data = workloads.synthetic_coco(args.image, tmp, args.hosts * args.iterations)
     return workloads.Rcnn(name, args, data)
-
-
-def file_name(name: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", name)
 
 
 def script_workload(text: str, args, tmp: Path):

@@ -140,15 +140,16 @@ def tensor_steps(events: list) -> list:
     counts = {pid: min(len(t["NEGOTIATE_ALLREDUCE"]), len(t["ALLREDUCE"])) for pid, t in per_tensor.items()}
     count = max(counts.values(), default=0)
     # the gradients: reduced every step (a script's own one-off allreduces, e.g. of a final figure, are not)
-    tensors = [per_tensor[pid] for pid, n in counts.items() if n == count]
+    tensors = [{activity: sorted(spans_) for activity, spans_ in per_tensor[pid].items()}
+               for pid, n in counts.items() if n == count]
     if count < 2:
         return []
-    firsts = [min(sorted(t["NEGOTIATE_ALLREDUCE"])[k][0] for t in tensors) for k in range(count)]
+    firsts = [min(t["NEGOTIATE_ALLREDUCE"][k][0] for t in tensors) for k in range(count)]
     steps = []
     for k in range(count - 1):
         base = firsts[k]
-        negotiations = [sorted(t["NEGOTIATE_ALLREDUCE"])[k][0] for t in tensors]
-        allreduces = [sorted(t["ALLREDUCE"])[k] for t in tensors]
+        negotiations = [t["NEGOTIATE_ALLREDUCE"][k][0] for t in tensors]
+        allreduces = [t["ALLREDUCE"][k] for t in tensors]
         end = max(e for _, e in allreduces)
         busy = union_seconds(allreduces)
         steps.append({

@@ -35,6 +35,11 @@ print(sum(p.data().size for p in net.collect_train_params().values() if p.grad_r
 """
 
 
+def file_name(name: str) -> str:
+    """A workload's name as a file or directory name (a Docker mount's too: no ':' or ',')."""
+    return re.sub(r"[^\w.-]+", "_", name)
+
+
 class JobFailed(RuntimeError):
     pass
 
@@ -85,7 +90,7 @@ class Script:
     def __init__(self, path: Path, args, tmp: Path, script_args: dict, name: str | None = None):
         self.args, self.script_args = args, script_args
         self.name = name or path.stem
-        self.code_dir = tmp / (re.sub(r"[^\w.-]+", "_", self.name) + "-code")
+        self.code_dir = tmp / f"{file_name(self.name)}-code"
         self.code_dir.mkdir(parents=True)
         shutil.copy(path, self.code_dir / path.name)
         shutil.copy(SCRIPT_PROBE, self.code_dir / SCRIPT_PROBE.name)
