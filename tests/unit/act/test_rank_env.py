@@ -125,3 +125,40 @@ def test_rank_environment_is_this_containers_own_plus_defaults_and_sm():
     assert env["SM_CURRENT_HOST"] == "algo-2"
     assert env["OMP_NUM_THREADS"] == "3"  # the user's value wins
     assert "OMPI_MCA_btl" not in env  # Open MPI's own variables stay as mpirun set them per rank
+
+
+GLOO_NAMES = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
+              "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME")
+
+
+def open_mpi_rank(rank, size, local_rank, local_size):
+    return {"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(size),
+            "OMPI_COMM_WORLD_LOCAL_RANK": str(local_rank), "OMPI_COMM_WORLD_LOCAL_SIZE": str(local_size)}
+
+
+def gloo_variables_seen(tmp_path, written, exported):
+    (tmp_path / "rank-env.json").write_text(json.dumps(written))
+    script = tmp_path / "env.py"
+    script.write_text(f"import json, os\nprint(json.dumps({{n: os.environ.get(n) for n in {GLOO_NAMES!r}}}))\n")
+    process, stdout, stderr = run_rank(tmp_path, tmp_path, "--", sys.executable, str(script), env=exported)
+    return process.returncode, stdout, stderr
+
+
+def test_a_gloo_rank_gets_its_own_horovod_numbers_from_open_mpis(tmp_path):
+    # Rank 3 of 2 hosts x 2 ranks: the second host's second rank. The controller comes from the host's file.
+    code, stdout, stderr = gloo_variables_seen(tmp_path, {"HOROVOD_CONTROLLER": "GLOO", "HOROVOD_RANK": "0"},
+                                               open_mpi_rank(3, 4, 1, 2))
+    assert code == 0 and json.loads(stdout) == {
+        "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
+        "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2", "HOROVOD_HOSTNAME": "host-1"}, stderr
+
+
+def test_without_gloo_a_rank_gets_no_horovod_numbers(tmp_path):
+    code, stdout, stderr = gloo_variables_seen(tmp_path, {"HOROVOD_CPU_OPERATIONS": "gloo"}, open_mpi_rank(3, 4, 1, 2))
+    assert code == 0 and json.loads(stdout) == dict.fromkeys(GLOO_NAMES), stderr
+
+
+def test_a_gloo_rank_placed_otherwise_than_by_slot_stops_with_the_reason(tmp_path):
+    code, stdout, stderr = gloo_variables_seen(tmp_path, {"HOROVOD_CONTROLLER": "gloo"}, open_mpi_rank(1, 4, 0, 2))
+    assert code == 1 and stdout == ""
+    assert "rank_env: Gloo under mpirun needs ranks placed by slot, 2 per host: rank 1 of 4" in stderr

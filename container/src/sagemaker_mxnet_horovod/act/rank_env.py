@@ -10,6 +10,9 @@
   program therefore runs in this interpreter with line-buffered stdout/stderr; anything else is exec'd.
 - The program starts in WORKDIR (the code directory), as under the sagemaker-training toolkit: scripts open
   files next to them. mpirun would start ranks on other hosts in its own working directory.
+- With HOROVOD_CONTROLLER=gloo (the MPI backend sets it when the job's environment asks for Gloo:
+  backends/mpi/gloo.py), the rank gets its own HOROVOD_RANK, _SIZE, _LOCAL_*, _CROSS_* and _HOSTNAME from Open
+  MPI's numbers (gloo_ranks.py), as horovodrun --gloo would give them, for Horovod's Gloo rendezvous.
 - A Python program's stacks can be asked for at any time (stacks.py): a thread of the rank's own writes them.
 - With SMMH_PROGRESS_TIMEOUT_S (mpi_progress_timeout_s), a Python program runs under the progress watch
   (progress.py): no output, collective or computing for that long ends the rank, saying where it blocked,
@@ -71,6 +74,7 @@ def main(argv: list) -> None:
             os.environ.update({k: v for k, v in json.load(f).items() if not k.startswith(SKIP_PREFIXES)})
     except FileNotFoundError:
         pass  # not started by the launcher (plain mpirun): the exported environment is all there is
+    set_gloo_rank_variables()
     try:
         os.chdir(workdir)
     except OSError as error:
@@ -100,6 +104,18 @@ def main(argv: list) -> None:
             runpy.run_path(script, run_name="__main__")
     else:
         os.execvp(program[0], program)
+
+
+def set_gloo_rank_variables() -> None:
+    """A rank that mpirun started for Horovod's Gloo controller: its own numbers, for the rendezvous."""
+    from sagemaker_mxnet_horovod.act import gloo_ranks
+
+    if not gloo_ranks.asks_for_gloo(os.environ, gloo_ranks.CONTROLLER) or "OMPI_COMM_WORLD_RANK" not in os.environ:
+        return
+    try:
+        os.environ.update(gloo_ranks.open_mpi_rank_variables(os.environ))
+    except (KeyError, ValueError) as error:
+        sys.exit(f"rank_env: {error}")
 
 
 def run_parameter_server_worker(script: str) -> None:
