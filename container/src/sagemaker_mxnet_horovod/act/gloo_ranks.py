@@ -33,9 +33,11 @@ def horovod_rank_variables(rank: int, size: int, local_rank: int, local_size: in
     (a user's -map-by node) would give Gloo's rendezvous a table that is not the job's, and is refused."""
     if not (0 <= rank < size and 0 <= local_rank < local_size and size % local_size == 0
             and local_rank == rank % local_size):
+        from sagemaker_mxnet_horovod.parse.settings import KEYS  # only here: 20 ms of imports in every rank
+
         raise ValueError(f"Gloo under mpirun needs ranks placed by slot, {local_size} per host: rank {rank} of "
                          f"{size} is local rank {local_rank} of {local_size} on its host (did "
-                         "sagemaker_mpi_custom_mpi_options change -map-by?)")
+                         f"{KEYS.custom_mpi_options} change -map-by?)")
     cross_rank = rank // local_size
     return {
         "HOROVOD_RANK": str(rank),

@@ -1,5 +1,5 @@
 """The MPI backend: Horovod over Open MPI, as AWS's images run it. The master runs mpirun (mpirun.py: the command
-and MPI's environment rules) between gathering its workers and releasing them (master_run.py); each worker serves
+and MPI's environment rules; gloo.py Horovod's Gloo when the job asks for it) between gathering its workers and releasing them (master_run.py); each worker serves
 mpirun's ssh and waits for the master's verdict (worker_run.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sagemaker_mxnet_horovod.act.rank_env import write_rank_environment
-from sagemaker_mxnet_horovod.backends.mpi import mpirun
+from sagemaker_mxnet_horovod.backends.mpi import gloo, mpirun
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.paths import Paths
@@ -18,7 +18,7 @@ class Mpi(Backend):
     name = "mpi"
     label = "MPI"
     collectives_in_shm = True
-    rules = mpirun.RULES
+    rules = mpirun.RULES + gloo.RULES
 
     def host_plan(self, inputs: HostInputs) -> HostPlan:
         return mpirun.host_plan(inputs)

@@ -2,6 +2,7 @@
 its own: gather the workers (each checked in, its sshd up with the job's key) and release them with the outcome.
 While mpirun runs, the cluster's watches end a job it alone would leave hanging: a worker lost, an MPI daemon that
 never started or died, and a stop reaches every host. Without workers (MPI on one host) it is the command run.
+When the job asks for Horovod's Gloo (gloo.py), the master serves its rendezvous around mpirun (rendezvous.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from sagemaker_mxnet_horovod.act.cluster.master import Master
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.command_run import CommandRun
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
+from sagemaker_mxnet_horovod.backends.mpi import gloo
 from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
@@ -30,18 +32,36 @@ DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun
 class MasterRun(CommandRun):
     def __init__(self, plan: Plan, env: Mapping[str, str], bind_address: str, failure_file: Path):
         super().__init__(plan, env, failure_file, MPIRUN)
+        self.env, self.bind_address = env, bind_address
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
     def run(self) -> Outcome:
-        if not self.cluster:
-            return super().run()
-        failure = self.gather()
+        failure = self.gather() if self.cluster else None
         if failure is None:
+            failure = self.run_command()
+            if self.cluster:
+                self.release(failure)
+        return Outcome(failure, tuple(sorted(self.cluster.user_failures.items())) if self.cluster else ())
+
+    def run_command(self) -> Failure | None:
+        """mpirun, with Horovod's Gloo rendezvous served around it when the plan asks for Gloo (gloo.py)."""
+        port = gloo.rendezvous_port(self.env)
+        if port is None:
             self.start()
-            failure = self.diagnose(self.wait())
-            self.release(failure)
-        return Outcome(failure, tuple(sorted(self.cluster.user_failures.items())))
+            return self.diagnose(self.wait())
+        from sagemaker_mxnet_horovod.backends.mpi.rendezvous import Rendezvous, RendezvousError
+
+        try:
+            rendezvous = Rendezvous(gloo.rendezvous_bind_address(len(self.plan.hosts), self.bind_address), port,
+                                    self.plan.total_processes, self.plan.processes_per_host)
+        except RendezvousError as error:
+            return Failure(f"{error} on master {self.plan.current_host}", EXIT_FAILED, host=self.plan.current_host)
+        try:
+            self.start()
+            return self.diagnose(self.wait())
+        finally:
+            rendezvous.close()
 
     def ask_workers(self):
         return self.cluster.ask_workers if self.cluster else None
