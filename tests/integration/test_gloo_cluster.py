@@ -36,3 +36,14 @@ def test_one_host_two_ranks_over_gloo(image, tmp_path):
     for rank, record in records.items():
         assert record["sum"] == [3.0] * 3
         assert (record["size"], record["local_rank"], record["local_size"], record["iface"]) == (2, rank, 2, "lo")
+
+
+def test_a_rendezvous_port_already_taken_fails_every_host_with_the_reason(image, tmp_path):
+    # 7420 is the master's own check-in port (mpi_handshake_port), listening while the job runs: taken.
+    result = run(image, tmp_path, hps={"sagemaker_program": "gloo_allreduce.py"},
+                 env={"HOROVOD_CPU_OPERATIONS": "gloo", "HOROVOD_GLOO_RENDEZVOUS_PORT": "7420"}, timeout_s=120)
+    assert result.exit_codes == [1, 1] and not result.timed_out, result.describe()
+    reason = "Horovod's Gloo rendezvous cannot listen on "
+    assert result.master.failure.startswith(reason) and ":7420: Address already in use" in result.master.failure
+    assert reason in result.hosts[1].failure
+    assert not gloo_records(result)  # no rank ran
