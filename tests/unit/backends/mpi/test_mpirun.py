@@ -209,6 +209,18 @@ def test_one_core_per_rank_across_hosts_is_hinted(hosts, facts, per_host, instan
     assert all(note.startswith("1 core per rank across hosts") for note in notes)
 
 
+@pytest.mark.parametrize("env,suggests_gloo", [
+    ({}, True),
+    ({"HOROVOD_CPU_OPERATIONS": "mpi"}, True),
+    ({"HOROVOD_CPU_OPERATIONS": "gloo"}, False),  # already over Gloo: nothing to suggest
+    ({"HOROVOD_CONTROLLER": "Gloo"}, False),
+])
+def test_the_hint_suggests_gloo_unless_the_job_uses_it(env, suggests_gloo):
+    [note] = transport_shares_the_core(two_hosts(env=env, sagemaker_mpi_num_of_processes_per_host="2"))
+    assert ("HOROVOD_CPU_OPERATIONS=gloo" in note) == suggests_gloo
+    assert note.endswith("(docs/benchmarks/link-scaling.md#user-scripts)")
+
+
 @pytest.mark.parametrize("instance_type,yields", [("local", True), ("ml.c5.4xlarge", False)])
 def test_the_masters_mpirun_yields_by_the_same_count(instance_type, yields):
     facts = dataclasses.replace(CPU16, hostname="c0ffee")
