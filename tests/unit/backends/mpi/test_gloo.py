@@ -32,6 +32,17 @@ def test_the_job_asks_for_gloo_by_either_knob(env, asked):
     assert bool(horovod_gloo(two_hosts(env=env))) == asked
 
 
+@pytest.mark.parametrize("custom,asked", [
+    ("-x HOROVOD_CPU_OPERATIONS=gloo", True),  # the ranks' own value, given by mpirun
+    ("-x HOROVOD_CONTROLLER=GLOO --verbose", True),
+    ("-x HOROVOD_CPU_OPERATIONS", False),  # the environment's value, which is not set
+    ("-x HOROVOD_CPU_OPERATIONS=mpi", False),
+])
+def test_the_custom_mpi_options_ask_for_gloo_too(custom, asked):
+    planned = two_hosts(sagemaker_mpi_custom_mpi_options=custom)
+    assert bool(horovod_gloo(planned)) == asked
+
+
 @pytest.mark.parametrize("asked_by", ["HOROVOD_CONTROLLER", "HOROVOD_CPU_OPERATIONS"])
 def test_across_hosts_both_knobs_the_cluster_interface_and_the_masters_rendezvous(asked_by):
     env, notes = apply_rules((horovod_gloo,), two_hosts(env={asked_by: "gloo"}))

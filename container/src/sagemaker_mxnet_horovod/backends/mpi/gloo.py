@@ -33,10 +33,15 @@ def asks(env: Mapping[str, str]) -> bool:
     return asks_for_gloo(env, CONTROLLER) or asks_for_gloo(env, CPU_OPERATIONS)
 
 
+def ranks_environment(job: PlanInputs) -> dict[str, str]:
+    """What reaches Horovod in the ranks: the job's environment, and the custom MPI options' `-x NAME=VALUE`."""
+    return {**job.base_env, **job.config.settings.custom_mpi_options.exported_values(job.base_env)}
+
+
 def horovod_gloo(job: PlanInputs) -> list[Setting | str]:
     """Both knobs gloo, Gloo's interface and the rendezvous the master serves; refused when the other knob says
     otherwise (MPI's controller with Gloo's operations is the crash above)."""
-    env = job.base_env
+    env = ranks_environment(job)
     if not asks(env):
         return []
     for name in (CONTROLLER, CPU_OPERATIONS):

@@ -161,7 +161,7 @@ def transport_shares_the_core(job: PlanInputs) -> list[str]:
         return []
     # Gloo's transport waits without spinning: on a slow link it gives such a script most of that back (0.65 ->
     # 0.73-0.75 at link ratio 0.77), but costs where the link is fast or the compute is on the CPU (same page).
-    gloo_hint = "" if gloo.asks(job.base_env) else (", or on a slow link try Horovod's Gloo "
+    gloo_hint = "" if gloo.asks(gloo.ranks_environment(job)) else (", or on a slow link try Horovod's Gloo "
                                                      "(HOROVOD_CPU_OPERATIONS=gloo in the job's environment)")
     return [f"{share.per_process} core per rank across hosts: Horovod's allreduce over TCP needs that core too, and "
             "a script's work on the CPU each step (an optimizer update, Python) slows its transfers; keep per-step "
