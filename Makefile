@@ -182,9 +182,10 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
 	touch $@
 
+# --durations: the slowest tests in every log, for keeping `make test` within its time budget (docs/testing.md).
 test: check-python tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
-	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider tests/unit tests/structure tests/integration \
-	  tests/faults
+	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider --durations=20 tests/unit tests/structure \
+	  tests/integration tests/faults
 
 # The fast loop: host-only tests, no image, no Docker daemon needed by most (seconds). tests/structure's
 # static tests read the build files; test_push.py runs make push against a fake aws and docker.
@@ -245,7 +246,7 @@ image-tests: ## Run tests/programs, tests/toolkit and tests/image inside the CPU
 	$(DOCKER) build -q -f tests/image/Dockerfile --build-arg IMAGE=$(CPU_TAG) -t $(CPU_TEST_TAG) \
 	  $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE)) tests/image
 	$(DOCKER) run --rm -v $(CURDIR):/src:ro -w /src -e TESTS_MUST_NOT_SKIP=1 $(CPU_TEST_TAG) \
-	  python -m pytest -p no:cacheprovider tests/programs tests/toolkit tests/image
+	  python -m pytest -p no:cacheprovider --durations=20 tests/programs tests/toolkit tests/image
 
 # SageMaker Python SDK v2 and v3, each in its own venv (pinned in tests/sdk/requirements-v*.txt; a changed
 # file rebuilds its venv). Cold, 2 cores: about 40 s for v2, 2 min for v3 (it pulls in mlflow, pandas, pyarrow).
