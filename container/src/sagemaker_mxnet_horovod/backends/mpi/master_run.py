@@ -32,7 +32,7 @@ DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun
 class MasterRun(CommandRun):
     def __init__(self, plan: Plan, env: Mapping[str, str], bind_address: str, failure_file: Path):
         super().__init__(plan, env, failure_file, MPIRUN)
-        self.env, self.bind_address = env, bind_address
+        self.rendezvous_port, self.bind_address = gloo.rendezvous_port(env), bind_address
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
@@ -46,22 +46,22 @@ class MasterRun(CommandRun):
 
     def run_command(self) -> Failure | None:
         """mpirun, with Horovod's Gloo rendezvous served around it when the plan asks for Gloo (gloo.py)."""
-        port = gloo.rendezvous_port(self.env)
-        if port is None:
-            self.start()
-            return self.diagnose(self.wait())
-        from sagemaker_mxnet_horovod.backends.mpi.rendezvous import Rendezvous, RendezvousError
+        rendezvous = None
+        if self.rendezvous_port is not None:
+            from sagemaker_mxnet_horovod.backends.mpi.rendezvous import Rendezvous, RendezvousError
 
-        try:
-            rendezvous = Rendezvous(gloo.rendezvous_bind_address(len(self.plan.hosts), self.bind_address), port,
-                                    self.plan.total_processes, self.plan.processes_per_host)
-        except RendezvousError as error:
-            return Failure(f"{error} on master {self.plan.current_host}", EXIT_FAILED, host=self.plan.current_host)
+            try:
+                rendezvous = Rendezvous(gloo.rendezvous_bind_address(len(self.plan.hosts), self.bind_address),
+                                        self.rendezvous_port, self.plan.total_processes, self.plan.processes_per_host)
+            except RendezvousError as error:
+                return Failure(f"{error} on master {self.plan.current_host}", EXIT_FAILED,
+                               host=self.plan.current_host)
         try:
             self.start()
             return self.diagnose(self.wait())
         finally:
-            rendezvous.close()
+            if rendezvous:
+                rendezvous.close()
 
     def ask_workers(self):
         return self.cluster.ask_workers if self.cluster else None
