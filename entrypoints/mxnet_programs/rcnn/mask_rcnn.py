@@ -98,11 +98,12 @@ class MaskRcnn(FasterRcnn):
         each rank: _MaskResults), scored by pycocotools (coco_map)."""
         results = [r for part in gathered for r in part]
         coco_map.write_results(f"{prefix}.json", results)
-        scores = {}
+        scores, per_category = {}, {}
         for iou_type in ("bbox", "segm"):
-            scores[f"val_{iou_type}_map"], summary = coco_map.average_precision(val_ds.coco, results, iou_type)
+            scores[f"val_{iou_type}_map"], summary, per_category[iou_type] = coco_map.average_precision(
+                val_ds.coco, results, iou_type)
             log_summary([f"~~~~ Summary {iou_type} metrics ~~~~"], [summary])
-        return scores
+        return scores, per_category
 
 
 class _MaskResults:

@@ -6,18 +6,14 @@ Epochs are counted from 0, in code and in the log lines (``epoch=0 iter=1 ...``)
 """
 
 import dataclasses
-import os
 import time
 import warnings
 
-from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
-
 from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
-from mxnet_programs.files import atomic_save, atomic_write_json
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, inputs, launch, pretrained
+from mxnet_programs.rcnn import cli, data, evaluation, inputs, launch, model_files, pretrained
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
@@ -32,6 +28,7 @@ class RcnnTraining:
     def __init__(self, model, config, session, train, val, shard, pretrained_path):
         self.model, self.config, self.session = model, config, session
         self.train_data, self.val_data = train, val
+        self.classes = train.class_names  # the network's classes: the train annotation file's categories, in order
         self.shard = shard  # which part of the train images this rank trains on (channel_sharding.Shard)
         self.pretrained_path = pretrained_path
         mx = self.mx = session.mx
@@ -102,6 +99,10 @@ class RcnnTraining:
         for param in net.collect_params().values():
             if param._data is None:  # not loaded from the pretrained backbone
                 param.initialize()
+        self.zoo_classes = list(net.classes) == self.classes
+        if not self.zoo_classes:
+            # GluonCV's own way to give a model zoo network other classes: new class, box (and mask) predictors
+            net.reset_class(self.classes)
         net.collect_params().reset_ctx(self.ctx)
         self.materialize(net)
         net.collect_params().setattr("grad_req", "null")
@@ -182,6 +183,7 @@ class RcnnTraining:
               f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'} "
               f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
+        s.log(f"{model.prog}: {inputs.describe_classes(self.train_data)}")
         s.log(f"{model.prog}: {self.shard.describe()}")
         if self.val_data is not None:
             s.log(self.val_data.describe())
@@ -212,6 +214,8 @@ class RcnnTraining:
             if stop_now and epoch < last_epoch:
                 s.finish_stopped()
         self.save_model("final")
+        if s.rank == 0:
+            self.export()
         s.log(f"{model.prog}: done; model in {config.model_dir}")
         s.close()
 
@@ -271,24 +275,40 @@ class RcnnTraining:
         self.session.save_checkpoint(self.net, self.trainer, epochs_done, state, batch=batch)
 
     def save_model(self, tag):
-        """Rank 0: <model>-<tag>.params (atomic) and model.json describing how to load it."""
+        """Rank 0: <model>-<tag>.params and the files that describe it (model_files)."""
         s, config = self.session, self.config
         if s.rank != 0:
             return
-        path = os.path.join(config.model_dir, f"{self.net_name}-{tag}.params")
-        atomic_save(path, self.net.save_parameters)
-        info = {
-            "model": self.net_name,
-            "load": f"gluoncv.model_zoo.get_model('{self.net_name}', pretrained=False, pretrained_base=False)"
-                    f".load_parameters('{os.path.basename(path)}')",
-            "classes": COCO_CLASS_NAMES, "short": config.short, "max_size": config.max_size,
-            "best_map": self.best_map if self.best_epoch is not None else None, "best_epoch": self.best_epoch,
-            "main_metric": self.model.main_metric, "epochs": config.epochs, "world_size": s.size,
-            "global_batch": self.global_batch, "effective_lr": self.base_lr, "history": self.history,
-            "files": sorted(n for n in os.listdir(config.model_dir) if n.endswith(".params")),
-        }
-        atomic_write_json(os.path.join(config.model_dir, "model.json"), info)
+        path = model_files.save(self.net, config.model_dir, self.net_name, tag, self.description(), self.classes,
+                                self.train_data.category_ids, self.history, self.best_epoch, self.model.main_metric)
         s.log(f"{self.model.prog}: saved {path}")
+
+    def description(self):
+        """model.json: how to load the model, its classes, the run."""
+        config, best = self.config, "best" if self.best_epoch is not None else "final"
+        return {
+            "model": self.net_name,
+            "load": f"mxnet.gluon.SymbolBlock.imports('{model_files.EXPORT_NAME}-symbol.json', ['data'], "
+                    f"'{model_files.EXPORT_NAME}-0000.params'): the {best} epoch's network",
+            "load_gluoncv": f"net = gluoncv.model_zoo.get_model('{self.net_name}', pretrained=False, "
+                            "pretrained_base=False); " + ("" if self.zoo_classes else "net.reset_class(classes); ")
+                            + f"net.load_parameters('{self.net_name}-{best}.params')",
+            "classes": self.classes, "category_ids": self.train_data.category_ids, "short": config.short,
+            "max_size": config.max_size, "rpn_test_post_nms": config.rpn_test_post_nms,
+            "best_map": self.best_map if self.best_epoch is not None else None, "best_epoch": self.best_epoch,
+            "main_metric": self.model.main_metric, "epochs": config.epochs, "world_size": self.session.size,
+            "global_batch": self.global_batch, "effective_lr": self.base_lr, "history": self.history,
+        }
+
+    def export(self):
+        """Rank 0 at the end: the best epoch's network (the final one's without validation), exported for serving."""
+        config = self.config
+        tag = "best" if self.best_epoch is not None else "final"
+        short = config.short[-1] if isinstance(config.short, tuple) else config.short
+        paths = model_files.export(self.mx, self.net, model_files.params_path(config.model_dir, self.net_name, tag),
+                                   config.model_dir, self.ctx, min(short, config.max_size))
+        model_files.describe(config.model_dir, self.description())
+        self.session.log(f"{self.model.prog}: exported the {tag} epoch's network: {', '.join(paths)}")
 
 
 def prepare_mxnet(config, env):

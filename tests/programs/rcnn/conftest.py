@@ -31,3 +31,14 @@ def coco(tmp_path_factory, needs_mxnet):
     out = tmp_path_factory.mktemp("coco") / "coco"
     synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1)
     return out
+
+
+OWN_CLASSES = ["bolt", "nut", "washer"]  # synthetic_coco gives them ids 10, 7, 4
+
+
+@pytest.fixture(scope="session")
+def own_classes(tmp_path_factory, needs_mxnet):
+    """The coco fixture's images with classes of one's own: OWN_CLASSES, ids 10, 7, 4 in the files' order."""
+    out = tmp_path_factory.mktemp("own") / "coco"
+    synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1, classes=OWN_CLASSES)
+    return out
