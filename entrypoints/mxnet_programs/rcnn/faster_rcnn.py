@@ -25,6 +25,10 @@ class FasterRcnn:
     map_names = ("val_bbox_map",)
     usable_objects = "non-crowd, positive area and box"
     image_columns = ("label",)  # what GluonCV's dataset keeps per image besides its path and aspect ratio
+    # The class-specific parameters (weight and bias) by name prefix: (leading rows, rows per class). The class
+    # predictor leads with the background's row; the box predictor has 4 rows (offsets) per class. Fine-tuning
+    # (finetune.py) reuses them class by class.
+    class_rows = {"class_predictor": (1, 1), "box_predictor": (0, 4)}
 
     def model_name(self, network, use_fpn):
         return "_".join([self.family, *(["fpn"] if use_fpn else []), network, "coco"])

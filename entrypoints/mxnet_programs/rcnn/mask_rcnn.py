@@ -18,6 +18,7 @@ class MaskRcnn(FasterRcnn):
     map_names = ("val_bbox_map", "val_segm_map")
     usable_objects = "non-crowd polygon, positive area and box"
     image_columns = ("label", "segm")
+    class_rows = {**FasterRcnn.class_rows, "mask.mask": (0, 1)}  # the mask predictor: one mask per class
 
     def check_annotation(self, ann, annotation_file):
         if ann.get("iscrowd", 0) != 1 and not isinstance(ann.get("segmentation"), list):

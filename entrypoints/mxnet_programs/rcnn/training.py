@@ -13,7 +13,7 @@ from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, inputs, launch, model_files, pretrained
+from mxnet_programs.rcnn import cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
@@ -25,12 +25,13 @@ IGNORED_WARNINGS = (r".*Recorded .* out of .* validation images", r"Constant par
 
 
 class RcnnTraining:
-    def __init__(self, model, config, session, train, val, shard, pretrained_path):
+    def __init__(self, model, config, session, train, val, shard, pretrained_path, source=None):
         self.model, self.config, self.session = model, config, session
         self.train_data, self.val_data = train, val
         self.classes = train.class_names  # the network's classes: the train annotation file's categories, in order
         self.shard = shard  # which part of the train images this rank trains on (channel_sharding.Shard)
         self.pretrained_path = pretrained_path
+        self.source = source  # the weights to fine-tune from (finetune.Source) or None
         mx = self.mx = session.mx
         self.np = session.np
         num_gpus = mx.context.num_gpus()
@@ -73,6 +74,8 @@ class RcnnTraining:
         self.start_epoch, self.skip_batches = start_position(state)
         if state is not None:
             self.restore(state, stem)
+        elif source is not None:
+            self.start_from(source)
         session.broadcast_parameters(self.net.collect_params())
         session.open_tensorboard(config.tensorboard_dir, config.tensorboard)
 
@@ -81,7 +84,7 @@ class RcnnTraining:
     def build_net(self):
         config, model_zoo = self.config, self.gcv.model_zoo
         try:
-            net = model_zoo.get_model(self.net_name, pretrained=False, pretrained_base=bool(config.pretrained_base),
+            net = model_zoo.get_model(self.net_name, pretrained=False, pretrained_base=self.pretrained_path is not None,
                                       per_device_batch_size=config.batch_size)
         except ValueError:
             if self.net_name not in model_zoo.get_model_list():
@@ -167,7 +170,20 @@ class RcnnTraining:
                                   f"{state.get('per_rank_batch')} images; now {s.size} x {self.per_rank_batch}: "
                                   "the epoch position is approximate")
         at = f"epoch {self.start_epoch}" + (f" iteration {self.skip_batches}" if self.skip_batches else "")
-        s.log(f"{self.model.prog}: resumed from checkpoint {stem}.params at {at}")
+        s.log(f"{self.model.prog}: resumed from checkpoint {stem}.params at {at}"
+              + (f"; the fine-tuning weights are not used ({self.source.given}): the checkpoint holds the network"
+                 if self.source is not None else ""))
+
+    def start_from(self, source):
+        """The network from an earlier detector's weights (finetune.py), on every rank; the start log says which
+        classes took their rows from it."""
+        source_classes, mapping = finetune.start_from(self.mx, self.net, source, self.classes, self.model.class_rows)
+        reused = [repr(self.classes[k]) for k in sorted(mapping)]
+        fresh = [repr(name) for k, name in enumerate(self.classes) if k not in mapping]
+        self.session.log(
+            f"{self.model.prog}: fine-tuning from {source.describe()} ({len(source_classes)} classes): every weight "
+            f"but the class rows comes from it; classes reused{' with the background row' if mapping else ''}: "
+            f"{', '.join(reused) or 'none'}; classes that start fresh: {', '.join(fresh) or 'none'}")
 
     # ---- the run
 
@@ -311,9 +327,17 @@ class RcnnTraining:
         self.session.log(f"{self.model.prog}: exported the {tag} epoch's network: {', '.join(paths)}")
 
 
-def prepare_mxnet(config, env):
+def find_source(model, config):
+    """The fine-tuning weights (finetune.Source), or None."""
+    if not config.finetune_from:
+        return None
+    return finetune.find_source(config.finetune_from, model.model_name(config.network, config.use_fpn))
+
+
+def prepare_mxnet(config, env, source=None):
     """Checks that need MXNet but no collective, run before Horovod starts: AMP needs a GPU; the backbone
-    weights are in place (local rank 0 of each host downloads them, the others wait). Returns their path."""
+    weights are in place (local rank 0 of each host downloads them, the others wait), unless the network starts from
+    a detector's weights (`source`). Returns their path."""
     import mxnet as mx
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -322,7 +346,7 @@ def prepare_mxnet(config, env):
     if config.amp and mx.context.num_gpus() == 0:
         raise ProgramError("amp needs a GPU (mxnet.contrib.amp mixed precision): MXNet sees no GPU here; pass "
                            "--amp false for CPU training")
-    if not config.pretrained_base:
+    if not config.pretrained_base or source is not None:
         return None
     return pretrained.ensure_pretrained_base(config.network, config.pretrained_dir, config.download_pretrained, env)
 
@@ -336,17 +360,18 @@ def main(model, argv=None):
         # Everything up to the Session is local: a bad input fails on every rank before MPI is initialised.
         # Local rank 0 reads and checks the channels for its host's ranks: one read of the annotations per host
         # (a FastFile channel streams each first read from S3).
-        train_data, val_data = host_once.once_per_host(
-            "rcnn-inputs", lambda: inputs.load_inputs(model, config), env, "read and check the input channels", stop)
+        train_data, val_data, source = host_once.once_per_host(
+            "rcnn-inputs", lambda: (*inputs.load_inputs(model, config), find_source(model, config)), env,
+            "read and check the input channels", stop)
         shard = inputs.train_shard(config, env, val_data, sm.input_data_config())
         sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
-        pretrained_path = prepare_mxnet(config, env)
+        pretrained_path = prepare_mxnet(config, env, source)
         if config.num_workers is None:
             import mxnet as mx
 
             workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, sm.host_cores())
             config = dataclasses.replace(config, num_workers=workers)
         session = Session(model.prog, env, stop, kvstore=config.kvstore)
-        RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
+        RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path, source).run()
 
     run_main(model.prog, train)
