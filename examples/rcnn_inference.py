@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import sys
+import warnings
 
 import mxnet as mx
 
@@ -35,8 +36,10 @@ class Detector:
 def model_fn(model_dir):
     """The exported network and what it needs: its classes, its input size, the device."""
     ctx = mx.gpu() if mx.context.num_gpus() else mx.cpu()
-    net = mx.gluon.SymbolBlock.imports(os.path.join(model_dir, "model-symbol.json"), ["data"],
-                                       os.path.join(model_dir, "model-0000.params"), ctx=ctx)
+    with warnings.catch_warnings():  # "Cannot decide type for ... data": the input's, known when an image comes
+        warnings.simplefilter("ignore")
+        net = mx.gluon.SymbolBlock.imports(os.path.join(model_dir, "model-symbol.json"), ["data"],
+                                           os.path.join(model_dir, "model-0000.params"), ctx=ctx)
     with open(os.path.join(model_dir, "classes.json")) as f:
         classes = json.load(f)
     with open(os.path.join(model_dir, "model.json")) as f:
