@@ -51,7 +51,7 @@ def describe(model_dir, description):
 def export(mx, net, params_file, model_dir, ctx, input_side):
     """The network with `params_file`'s weights, hybridized and exported as model-symbol.json + model-0000.params:
     one inference forward on an input_side-pixel square builds the inference graph (its symbol holds no input
-    size: any image size runs). Returns the two paths."""
+    size: any image size runs, given anchors enough for the proposals kept). Returns the two paths."""
     net.load_parameters(params_file, ctx=ctx)
     net.hybridize()  # a new graph: the one cached last was training's or validation's
     net(mx.nd.zeros((1, 3, input_side, input_side), ctx=ctx[0]))

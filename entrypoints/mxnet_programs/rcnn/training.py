@@ -18,6 +18,10 @@ from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
 
+# The side of the square input that builds the network's graphs (materialize, export): at 256 px the C4 RPN has 3840
+# anchors, enough for its proposal counts (the model zoo's 2000 in training, 1000 in inference), whatever the
+# data's size.
+GRAPH_SIDE = 256
 # Known, harmless noise of MXNet / GluonCV / pycocotools on this model family.
 IGNORED_WARNINGS = (r".*Recorded .* out of .* validation images", r"Constant parameter .* grad_req",
                     r"Parameter .* is not used by any computation", r"Mean of empty slice",
@@ -121,8 +125,7 @@ class RcnnTraining:
         such arrays."""
         mx = self.mx
         ctx = self.ctx[0]
-        # 256 px: enough anchors for the RPN's training-time proposal count (2000)
-        x = mx.nd.zeros((1, 3, 256, 256), ctx=ctx)
+        x = mx.nd.zeros((1, 3, GRAPH_SIDE, GRAPH_SIDE), ctx=ctx)
         gt_box = mx.nd.array([[[16, 16, 160, 160]]], ctx=ctx)
         gt_label = mx.nd.zeros((1, 1, 1), ctx=ctx)
         if self.config.batch_size > 1:
@@ -306,9 +309,11 @@ class RcnnTraining:
             "model": self.net_name,
             "load": f"mxnet.gluon.SymbolBlock.imports('{model_files.EXPORT_NAME}-symbol.json', ['data'], "
                     f"'{model_files.EXPORT_NAME}-0000.params'): the {best} epoch's network",
+            # GluonCV's network as the program built it (its target generator's constants: ignore_extra)
             "load_gluoncv": f"net = gluoncv.model_zoo.get_model('{self.net_name}', pretrained=False, "
-                            "pretrained_base=False); " + ("" if self.zoo_classes else "net.reset_class(classes); ")
-                            + f"net.load_parameters('{self.net_name}-{best}.params')",
+                            "pretrained_base=False); net.initialize(); "
+                            + ("" if self.zoo_classes else "net.reset_class(classes); ")
+                            + f"net.load_parameters('{self.net_name}-{best}.params', ignore_extra=True)",
             "classes": self.classes, "category_ids": self.train_data.category_ids, "short": config.short,
             "max_size": config.max_size, "rpn_test_post_nms": config.rpn_test_post_nms,
             "best_map": self.best_map if self.best_epoch is not None else None, "best_epoch": self.best_epoch,
@@ -322,7 +327,7 @@ class RcnnTraining:
         tag = "best" if self.best_epoch is not None else "final"
         short = config.short[-1] if isinstance(config.short, tuple) else config.short
         paths = model_files.export(self.mx, self.net, model_files.params_path(config.model_dir, self.net_name, tag),
-                                   config.model_dir, self.ctx, min(short, config.max_size))
+                                   config.model_dir, self.ctx, max(GRAPH_SIDE, min(short, config.max_size)))
         model_files.describe(config.model_dir, self.description())
         self.session.log(f"{self.model.prog}: exported the {tag} epoch's network: {', '.join(paths)}")
 

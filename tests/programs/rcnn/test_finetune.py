@@ -14,6 +14,7 @@ import tarfile
 import pytest
 from mxnet_programs.process import ProgramError
 from mxnet_programs.rcnn import finetune
+from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from sagemaker_mxnet_data import synthetic_coco
 from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
@@ -123,17 +124,25 @@ def test_missing_weights_stop_the_job_before_mxnet(coco, tmp_path, how):
     h.assert_usage_error(job, "faster_rcnn", "fine-tuning weights not found", str(missing))
 
 
-def test_weights_of_another_architecture_stop_the_job_naming_them(source_detector, coco, tmp_path):
-    """Mask R-CNN's weights (with their classes beside them) for Faster R-CNN: found once the network is built."""
+def test_weights_of_another_architecture_are_refused_naming_them(source_detector, tmp_path):
+    """Mask R-CNN's weights (its classes beside them) for Faster R-CNN's network, as the programs build it from the
+    model zoo: a ProgramError (exit 2, before the first step: RcnnTraining applies them as it starts)."""
+    import mxnet as mx
+    from gluoncv import model_zoo
+
     job, _ = source_detector
     weights = tmp_path / "weights"
     weights.mkdir()
     shutil.copy(job.model_dir / f"{MASK_NET}-best.params", weights / "detector.params")
     shutil.copy(job.model_dir / "classes.json", weights / "classes.json")
-    failed = h.run("faster", tmp_path / "job", [*h.TINY_ARGS, "--finetune-from", str(weights)],
-                   env=h.channel_env(coco), timeout=600)
-    h.assert_usage_error(failed, "faster_rcnn", f"fine-tuning weights {weights / 'detector.params'} are not of this "
-                                                "job's architecture: they hold", "'mask.")
+    source = finetune.find_source(str(weights), "faster_rcnn_resnet50_v1b_coco")  # no model.json: no name to compare
+    net = model_zoo.get_model("faster_rcnn_resnet50_v1b_coco", pretrained=False, pretrained_base=False)
+    net.initialize()
+    net.reset_class(TARGET_CLASSES)
+    with pytest.raises(ProgramError, match="are not of this job's architecture: they hold 4 parameters the network "
+                                           "lacks \\(e.g. 'mask.deconv.bias'\\)") as info:
+        finetune.start_from(mx, net, source, TARGET_CLASSES, FASTER.class_rows)
+    assert str(weights / "detector.params") in str(info.value)
 
 
 # ---- end to end: fine-tuned and from scratch, side by side
