@@ -119,7 +119,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     assert code == 0, stderr
     assert "role: single" in stdout and f"program: train.py from {base / 'code'}" in stdout
     assert "note: SageMaker Debugger hook configuration (debughookconfig.json): collections losses" in stdout
-    assert "sagemaker_mxnet_horovod.act.rank_env" in stdout
+    assert "sagemaker_mxnet_horovod.act.rank_program" in stdout
     assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]  # nothing written
     assert failure(base) == ["old reason"] and sorted(p.name for p in (base / "code").iterdir()) == ["train.py"]
 

@@ -24,7 +24,7 @@ class HostInputs:
 
     job: PlanInputs
     env: Mapping[str, str]  # the variables the rules decided (SM_* included), on top of the container's
-    rank_argv: tuple[str, ...]  # how each rank (or worker) starts: rank_env, then the program
+    rank_argv: tuple[str, ...]  # how each rank (or worker) starts: the backend's rank_module, then the program
     run_dir: str
     python: str
 
@@ -48,6 +48,9 @@ class Backend(ABC):
     # Its ranks' collectives use /dev/shm: Open MPI's segments between a host's ranks, NCCL's between its GPUs.
     collectives_in_shm: ClassVar[bool] = False
     rules: ClassVar[tuple[Rule, ...]] = ()  # its environment rules, after every job's (env_rules.RULES)
+    # The module each of its ranks (or workers) starts through: act/rank_program.py (line-buffered output, the code
+    # directory as working directory, as under the toolkit), or a module of the backend's own that ends there.
+    rank_module: ClassVar[str] = "sagemaker_mxnet_horovod.act.rank_program"
 
     def summary(self, total_processes: int) -> str:
         """The job's processes as this backend counts them, for the start log: '2 processes, MPI'."""

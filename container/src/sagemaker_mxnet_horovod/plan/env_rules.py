@@ -135,7 +135,7 @@ def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tu
     HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, the waiting ranks' collectives fail and mpirun ends the job. It checks
     every HOROVOD_STALL_CHECK_TIME_SECONDS (cached tensors take one more check to be seen), so the job ends
     within timeout + 2 checks: the check is at most half the timeout. The progress watch runs in each rank
-    (rank_env)."""
+    (act/rank_program.py)."""
     rules = []
     if stall_timeout_s > 0:
         shutdown = max(1, math.ceil(stall_timeout_s))

@@ -25,9 +25,6 @@ from sagemaker_mxnet_horovod.plan.layout import Layout
 from sagemaker_mxnet_horovod.plan.programs import resolve_program
 from sagemaker_mxnet_horovod.plan.stray_outputs import find_stray_outputs, warning
 
-# Every rank, whatever the backend, starts through this module (act/rank_env.py): this host's SM_* values,
-# line-buffered output, and the code directory as its working directory, as under the toolkit.
-RANK_ENTRY_MODULE = "sagemaker_mxnet_horovod.act.rank_env"
 DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
 
 
@@ -50,7 +47,7 @@ def make_plan(
     job = PlanInputs(config, facts, base_env, layout, program, backend.collectives_in_shm)
     defaults, rule_notes = apply_rules(RULES + backend.rules, job)
     env = {**sm_env, **defaults}
-    rank_argv = (python, "-m", RANK_ENTRY_MODULE, run_dir, str(config.paths.code_dir), "--", *program.argv)
+    rank_argv = (python, "-m", backend.rank_module, run_dir, str(config.paths.code_dir), "--", *program.argv)
     host = backend.host_plan(HostInputs(job, env, rank_argv, run_dir, python))
     strays = find_stray_outputs(config.paths, host.rank_variables, {**base_env, **env})
 

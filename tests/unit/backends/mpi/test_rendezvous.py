@@ -1,4 +1,4 @@
-"""rendezvous.py: the master's table of ranks is each rank's own (act/gloo_ranks.py), and Horovod's runner is imported
+"""rendezvous.py: the master's table of ranks is each rank's own (gloo_ranks.py), and Horovod's runner is imported
 only when the rendezvous starts, never to plan. The server itself, a port already taken and the master's run
 around it, with the image's Horovod: tests/image/test_gloo_rendezvous.py."""
 

@@ -5,7 +5,7 @@ Horovod 0.28.1 started by mpirun cannot use Gloo on its own: with HOROVOD_CPU_OP
 context from MPI but never the process set's, and every rank crashes (SIGSEGV in GlooAlgorithms::Broadcast);
 with HOROVOD_CONTROLLER=gloo it fails in MPI_Comm_size (docs/benchmarks/horovod-tuning.md). What works is what
 horovodrun --gloo sets up: both knobs gloo, Gloo's interface, Horovod's HTTP rendezvous and each rank's own
-numbers. mpirun still starts the ranks; rank_env gives each its numbers (act/gloo_ranks.py) and the master serves
+numbers. mpirun still starts the ranks; rank_env.py gives each its numbers (gloo_ranks.py) and the master serves
 the rendezvous for the job's duration (rendezvous.py). Opt-in: docs/launcher.md#horovods-gloo.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sagemaker_mxnet_horovod.act.gloo_ranks import CONTROLLER, CPU_OPERATIONS, GLOO, asks_for_gloo
+from sagemaker_mxnet_horovod.backends.mpi.gloo_ranks import CONTROLLER, CPU_OPERATIONS, GLOO, asks_for_gloo
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Setting
@@ -67,7 +67,7 @@ def horovod_gloo(job: PlanInputs) -> list[Setting | str]:
         Setting(RENDEZVOUS_PORT, str(DEFAULT_RENDEZVOUS_PORT),
                 f"the rendezvous's port: fixed, below the ephemeral range, next to {KEYS.handshake_port}"),
         "Horovod's Gloo: mpirun starts the ranks, each gets its own HOROVOD_RANK, _SIZE, _LOCAL_*, _CROSS_* from "
-        "Open MPI's numbers (act/gloo_ranks.py); opt-in (docs/launcher.md#horovods-gloo)",
+        "Open MPI's numbers (backends/mpi/gloo_ranks.py); opt-in (docs/launcher.md#horovods-gloo)",
     ]
 
 

@@ -1,5 +1,5 @@
 """The MPI master's Gloo rendezvous (backends/mpi/gloo.py plans it): Horovod's own HTTP rendezvous server, as
-horovodrun --gloo serves it, with the table of ranks act/gloo_ranks.py gives each rank, served in a thread from
+horovodrun --gloo serves it, with the table of ranks gloo_ranks.py gives each rank, served in a thread from
 before mpirun until after it ends. Horovod's runner is imported here only: planning needs none of it.
 """
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 
-from sagemaker_mxnet_horovod.act.gloo_ranks import horovod_rank_variables
+from sagemaker_mxnet_horovod.backends.mpi.gloo_ranks import horovod_rank_variables
 from sagemaker_mxnet_horovod.core.log import log
 
 

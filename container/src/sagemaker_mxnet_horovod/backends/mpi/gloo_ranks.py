@@ -3,7 +3,7 @@ _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE and _HOSTNAME, from Open MPI'
 
 One function serves both sides, so they cannot disagree: rank_env.py sets them inside each rank (from its
 OMPI_COMM_WORLD_* variables), and the MPI master builds its Gloo rendezvous's table of ranks from the same function
-(backends/mpi/rendezvous.py). Horovod's rendezvous sizes each host's "local" scope by HOROVOD_HOSTNAME: any name
+(rendezvous.py). Horovod's rendezvous sizes each host's "local" scope by HOROVOD_HOSTNAME: any name
 works as long as both sides use the same one, so the host is named by its number, not by a name the rank would
 have to look up. Stdlib only: it runs in every rank before the program.
 """

@@ -3,7 +3,7 @@ makes with -map-by slot (rank r on host r // ranks per host). Against Horovod's 
 (horovod.runner.common.util.hosts.get_host_assignments): tests/image/test_gloo_rank_oracle.py."""
 
 import pytest
-from sagemaker_mxnet_horovod.act.gloo_ranks import (
+from sagemaker_mxnet_horovod.backends.mpi.gloo_ranks import (
     CONTROLLER,
     CPU_OPERATIONS,
     asks_for_gloo,
