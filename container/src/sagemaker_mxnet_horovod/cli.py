@@ -95,8 +95,7 @@ def plan_job(config: TrainingConfig, facts: HostFacts, env: dict, paths: Paths) 
 
 def act(plan: Plan, env: dict, paths: Paths, facts: HostFacts) -> Outcome:
     """This host's part of the job, as its backend runs it, bound to this host's address on the cluster interface."""
-    bind_address = next((ip for name, ip in facts.interface_addresses if name == plan.interface), "")
-    return registry.run(plan, env, paths, bind_address)
+    return registry.run(plan, env, paths, facts.address_of(plan.interface))
 
 
 def main(argv=None) -> int:

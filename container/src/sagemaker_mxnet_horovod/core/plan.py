@@ -60,6 +60,18 @@ class ShmBudget:
 
 
 @dataclass(frozen=True)
+class GlooRendezvous:
+    """Horovod's Gloo rendezvous, when the job runs Horovod over Gloo under mpirun (backends/mpi/gloo.py decides it,
+    once, in the plan): the master serves it (backends/mpi/rendezvous.py), and each rank, told by this host's
+    rank-env file, gets its own numbers for it (backends/mpi/rank_env.py)."""
+
+    port: int  # where the master serves it: HOROVOD_GLOO_RENDEZVOUS_PORT, the user's or the launcher's
+    bind_address: str  # where the master listens: loopback on one host, else its cluster address ("": all)
+    size: int  # the job's ranks
+    local_size: int  # the ranks of each host
+
+
+@dataclass(frozen=True)
 class Plan:
     """This host's part of the job: what it runs, with which environment, and what the diagnosis needs to know."""
 
@@ -91,6 +103,7 @@ class Plan:
     # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
     output_data_dir: str = ""
     console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
+    gloo_rendezvous: GlooRendezvous | None = None  # Horovod over Gloo under mpirun: the rendezvous; None: no Gloo
 
     @property
     def workers(self) -> tuple[str, ...]:

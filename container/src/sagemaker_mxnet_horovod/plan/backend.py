@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sagemaker_mxnet_horovod.core.outcome import Outcome
-from sagemaker_mxnet_horovod.core.plan import LocalProcess, Plan
+from sagemaker_mxnet_horovod.core.plan import GlooRendezvous, LocalProcess, Plan
 from sagemaker_mxnet_horovod.parse.paths import Paths
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule
 
@@ -39,6 +39,7 @@ class HostPlan:
     # files count as the job's output (plan/stray_outputs.py)
     rank_variables: Mapping[str, str] = field(default_factory=dict)
     lines: tuple[str, ...] = ()  # the backend's own lines for the start log
+    gloo_rendezvous: GlooRendezvous | None = None  # the MPI backend's, when its ranks run Horovod over Gloo
 
 
 class Backend(ABC):

@@ -78,6 +78,7 @@ def make_plan(
         shm=shm_budget(job),
         output_data_dir=str(config.paths.output_data_dir),
         console_ranks=config.settings.console_ranks,
+        gloo_rendezvous=host.gloo_rendezvous,
     )
 
 

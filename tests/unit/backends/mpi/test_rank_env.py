@@ -15,11 +15,17 @@ def run_rank(run_dir, workdir, *program, env=None):
     return start_rank(MPI_RANK_ENV, run_dir, workdir, *program, env=env)
 
 
+def write_file(run_dir, environment, gloo_rendezvous=None):
+    """RUN_DIR/rank-env.json as write_rank_environment writes it (test_backend_run.py checks the writer)."""
+    (run_dir / "rank-env.json").write_text(json.dumps({"environment": environment,
+                                                       "gloo_rendezvous": gloo_rendezvous}))
+
+
 def test_a_rank_applies_this_hosts_environment_then_runs_the_program_in_the_code_directory(tmp_path):
     run_dir, code = tmp_path / "run", tmp_path / "code"
     run_dir.mkdir()
     code.mkdir()
-    (run_dir / "rank-env.json").write_text(json.dumps({"SM_CURRENT_HOST": "algo-2", "OMPI_COMM_WORLD_RANK": "9"}))
+    write_file(run_dir, {"SM_CURRENT_HOST": "algo-2", "OMPI_COMM_WORLD_RANK": "9"})
     (code / "data.txt").write_text("next to the script")
     (code / "train.py").write_text("import json, os, sys\nprint(json.dumps([os.getcwd(), open('data.txt').read(), "
                                    "os.environ['SM_CURRENT_HOST'], os.environ.get('OMPI_COMM_WORLD_RANK'), "
@@ -39,7 +45,7 @@ def test_open_mpis_own_variables_are_never_taken_from_the_file(tmp_path):
     # be the master's, not this rank's.
     written = {"OMPI_COMM_WORLD_LOCAL_RANK": "0", "PMIX_RANK": "0", "OPAL_PREFIX": "/master", "ORTE_X": "master",
                "SM_CURRENT_HOST": "algo-2", "MY_SETTING": "from the job's environment"}
-    (tmp_path / "rank-env.json").write_text(json.dumps(written))
+    write_file(tmp_path, written)
     exported = {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "PMIX_RANK": "3", "OPAL_PREFIX": "/rank", "SM_CURRENT_HOST": "algo-1"}
     names = [*written, "ORTE_X"]
     script = tmp_path / "env.py"
@@ -66,8 +72,11 @@ def open_mpi_rank(rank, size, local_rank, local_size):
             "OMPI_COMM_WORLD_LOCAL_RANK": str(local_rank), "OMPI_COMM_WORLD_LOCAL_SIZE": str(local_size)}
 
 
-def gloo_variables_seen(tmp_path, written, exported):
-    (tmp_path / "rank-env.json").write_text(json.dumps(written))
+GLOO_2X2 = {"port": 7421, "bind_address": "172.18.0.2", "size": 4, "local_size": 2}
+
+
+def gloo_variables_seen(tmp_path, exported, gloo_rendezvous=GLOO_2X2, environment=None):
+    write_file(tmp_path, environment or {}, gloo_rendezvous)
     script = tmp_path / "env.py"
     script.write_text(f"import json, os\nprint(json.dumps({{n: os.environ.get(n) for n in {GLOO_NAMES!r}}}))\n")
     process, stdout, stderr = run_rank(tmp_path, tmp_path, "--", sys.executable, str(script), env=exported)
@@ -75,21 +84,24 @@ def gloo_variables_seen(tmp_path, written, exported):
 
 
 def test_a_gloo_rank_gets_its_own_horovod_numbers_from_open_mpis(tmp_path):
-    # Rank 3 of 2 hosts x 2 ranks: the second host's second rank. The controller comes from the host's file.
-    code, stdout, stderr = gloo_variables_seen(tmp_path, {"HOROVOD_CONTROLLER": "GLOO", "HOROVOD_RANK": "0"},
-                                               open_mpi_rank(3, 4, 1, 2))
+    # Rank 3 of 2 hosts x 2 ranks: the second host's second rank. The plan's rendezvous comes from the host's file;
+    # the numbers replace whatever the environment had.
+    code, stdout, stderr = gloo_variables_seen(tmp_path, open_mpi_rank(3, 4, 1, 2), environment={"HOROVOD_RANK": "0"})
     assert code == 0 and json.loads(stdout) == {
         "HOROVOD_RANK": "3", "HOROVOD_SIZE": "4", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "2",
         "HOROVOD_CROSS_RANK": "1", "HOROVOD_CROSS_SIZE": "2", "HOROVOD_HOSTNAME": "host-1"}, stderr
 
 
-def test_without_gloo_a_rank_gets_no_horovod_numbers(tmp_path):
-    code, stdout, stderr = gloo_variables_seen(tmp_path, {"HOROVOD_CPU_OPERATIONS": "gloo"}, open_mpi_rank(3, 4, 1, 2))
+def test_without_the_plans_rendezvous_a_rank_gets_no_horovod_numbers(tmp_path):
+    # Whatever the environment says: whether the job runs over Gloo is the plan's to say.
+    code, stdout, stderr = gloo_variables_seen(tmp_path, open_mpi_rank(3, 4, 1, 2), gloo_rendezvous=None,
+                                               environment={"HOROVOD_CONTROLLER": "gloo",
+                                                            "HOROVOD_CPU_OPERATIONS": "gloo"})
     assert code == 0 and json.loads(stdout) == dict.fromkeys(GLOO_NAMES), stderr
 
 
 def test_a_gloo_rank_placed_otherwise_than_by_slot_stops_with_the_reason(tmp_path):
-    code, stdout, stderr = gloo_variables_seen(tmp_path, {"HOROVOD_CONTROLLER": "gloo"}, open_mpi_rank(1, 4, 0, 2))
+    code, stdout, stderr = gloo_variables_seen(tmp_path, open_mpi_rank(1, 4, 0, 2))
     assert code == 1 and stdout == ""
     assert "rank_env: Gloo under mpirun needs ranks placed by slot, 2 per host: rank 1 of 4" in stderr
 

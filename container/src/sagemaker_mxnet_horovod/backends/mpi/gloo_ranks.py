@@ -12,15 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-CONTROLLER = "HOROVOD_CONTROLLER"
-CPU_OPERATIONS = "HOROVOD_CPU_OPERATIONS"
-GLOO = "gloo"  # Horovod compares the value without case (strcasecmp)
-
-
-def asks_for_gloo(env: Mapping[str, str], name: str) -> bool:
-    """The variable is set to gloo, in any case, as Horovod reads it."""
-    return env.get(name, "").strip().lower() == GLOO
-
 
 def host_name(cross_rank: int) -> str:
     """HOROVOD_HOSTNAME of the ranks on the job's host number cross_rank."""

@@ -6,7 +6,7 @@ program (act/rank_program.py, as every backend's ranks run it). The module mpiru
   bug) and the container's own variables (the job's `environment`) would be missing. Each host's launcher
   writes this host's environment to RUN_DIR/rank-env.json before the job starts; it is applied here,
   except Open MPI's per-rank variables.
-- With HOROVOD_CONTROLLER=gloo (the MPI backend sets it when the job's environment asks for Gloo: gloo.py), the
+- When the plan runs Horovod over Gloo (it has a Gloo rendezvous, decided once by gloo.py, and the file says so), the
   rank gets its own HOROVOD_RANK, _SIZE, _LOCAL_*, _CROSS_* and _HOSTNAME from Open MPI's numbers (gloo_ranks.py),
   as horovodrun --gloo would give them, for Horovod's Gloo rendezvous.
 
@@ -18,6 +18,7 @@ usage: python -m sagemaker_mxnet_horovod.backends.mpi.rank_env RUN_DIR WORKDIR -
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -34,31 +35,34 @@ RANK_ENV_FILE = "rank-env.json"
 
 
 def write_rank_environment(plan: Plan, base_env: Mapping[str, str]) -> None:
-    """RUN_DIR/RANK_ENV_FILE, which each rank that mpirun starts applies (main), readable by root only: the
-    container's environment may hold credentials."""
+    """RUN_DIR/RANK_ENV_FILE, which each rank that mpirun starts applies (main): this host's environment for every
+    rank, and the plan's Gloo rendezvous (or null). Readable by root only: the container's environment may hold
+    credentials."""
     path = os.path.join(plan.run_dir, RANK_ENV_FILE)
     os.makedirs(plan.run_dir, exist_ok=True)
+    rendezvous = plan.gloo_rendezvous
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
-        json.dump(rank_environment(plan, base_env), file)
+        json.dump({"environment": rank_environment(plan, base_env),
+                   "gloo_rendezvous": dataclasses.asdict(rendezvous) if rendezvous else None}, file)
 
 
 def main(argv: list) -> None:
     run_dir, workdir, program = rank_program.parse_command_line(argv, "sagemaker_mxnet_horovod.backends.mpi.rank_env")
     try:
         with open(os.path.join(run_dir, RANK_ENV_FILE)) as f:
-            os.environ.update({k: v for k, v in json.load(f).items() if not k.startswith(SKIP_PREFIXES)})
+            written = json.load(f)
     except FileNotFoundError:
-        pass  # not started by the launcher (plain mpirun): the exported environment is all there is
-    set_gloo_rank_variables()
+        written = {}  # not started by the launcher (plain mpirun): the exported environment is all there is
+    os.environ.update({k: v for k, v in written.get("environment", {}).items() if not k.startswith(SKIP_PREFIXES)})
+    if written.get("gloo_rendezvous") and "OMPI_COMM_WORLD_RANK" in os.environ:
+        set_gloo_rank_variables()
     rank_program.run(run_dir, workdir, program)
 
 
 def set_gloo_rank_variables() -> None:
-    """A rank that mpirun started for Horovod's Gloo controller: its own numbers, for the rendezvous."""
+    """A rank that mpirun started for Horovod's Gloo: its own numbers, for the rendezvous."""
     from sagemaker_mxnet_horovod.backends.mpi import gloo_ranks
 
-    if not gloo_ranks.asks_for_gloo(os.environ, gloo_ranks.CONTROLLER) or "OMPI_COMM_WORLD_RANK" not in os.environ:
-        return
     try:
         os.environ.update(gloo_ranks.open_mpi_rank_variables(os.environ))
     except (KeyError, ValueError) as error:
