@@ -1,5 +1,7 @@
-"""env_rules: each environment rule's branches, and how a rule's Settings become the plan's env and notes."""
+"""env_rules: each environment rule's branches, and how a rule's Settings become the plan's env and notes: what the user
+sets, by any route, wins over a default and the note says so (the whole plan's precedence: test_job_plan_precedence.py)."""
 
+import dataclasses
 
 import pytest
 from sagemaker_mxnet_horovod.core.exits import PlanError
@@ -38,6 +40,22 @@ def test_the_containers_environment_wins_over_a_default_and_the_note_says_so():
 def test_a_setting_the_user_asked_for_in_the_hyperparameters_wins_over_the_environment():
     env, notes = apply_rules((lambda job: [Setting("A", "2", "asked for", user_wins=False)],), job(env={"A": "7"}))
     assert env == {"A": "2"} and notes == ["A=2 (asked for)"]
+
+
+def test_the_backends_options_win_over_a_default_the_environment_and_the_hyperparameters_but_not_what_is_required():
+    with_options = dataclasses.replace(job(env={"A": "7", "B": "7", "C": "7"}), options_env={"A": "5", "B": "5", "C": "5"})
+    assert with_options.user_env == {"A": "5", "B": "5", "C": "5"}
+    rules = (lambda job: [Setting("A", "1", "a default"), Setting("B", "2", "asked for", user_wins=False),
+                          Setting("C", "3", "needed", required=True)],)
+    env, notes = apply_rules(rules, with_options)
+    assert env == {"C": "3"}
+    assert notes == ["A=5 (set by you; default would be 1: a default)", "B=5 (set by you; default would be 2: asked for)",
+                     "C=3 (needed)"]
+
+
+def test_a_required_setting_replaces_the_containers_environment_too():
+    env, notes = apply_rules((lambda job: [Setting("C", "3", "needed", required=True)],), job(env={"C": "7"}))
+    assert env == {"C": "3"} and notes == ["C=3 (needed)"]
 
 
 def test_notes_and_settings_keep_rule_order():

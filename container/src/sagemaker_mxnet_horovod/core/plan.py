@@ -87,7 +87,8 @@ class Plan:
     interface: str | None
     program: Program
     command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on MPI workers
-    env: Mapping[str, str]  # variables to set on top of the container's environment
+    # Variables to set on top of the container's environment: the backend's options' (MPI's -x), SM_*, the defaults
+    env: Mapping[str, str]
     rank_env: Mapping[str, str]  # this host's SM_* values, given to each local rank (act/rank_program.rank_environment)
     rank_hosts: tuple[str, ...]  # host of each rank (a parameter-server job: of each worker), for naming it
     peer_timeout_s: float

@@ -15,6 +15,7 @@ from typing import ClassVar
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import GlooRendezvous, LocalProcess, Plan
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule
 
 
@@ -23,7 +24,7 @@ class HostInputs:
     """What a backend plans this host's part from."""
 
     job: PlanInputs
-    env: Mapping[str, str]  # the variables the rules decided (SM_* included), on top of the container's
+    env: Mapping[str, str]  # what the plan sets on top of the container's environment (the plan's env)
     rank_argv: tuple[str, ...]  # how each rank (or worker) starts: the backend's rank_module, then the program
     run_dir: str
     python: str
@@ -52,6 +53,10 @@ class Backend(ABC):
     # The module each of its ranks (or workers) starts through: act/rank_program.py (line-buffered output, the code
     # directory as working directory, as under the toolkit), or a module of the backend's own that ends there.
     rank_module: ClassVar[str] = "sagemaker_mxnet_horovod.act.rank_program"
+
+    def options_env(self, config: TrainingConfig, base_env: Mapping[str, str]) -> dict[str, str]:
+        """What the backend's own options, the user's, set on every rank (PlanInputs.options_env): none by default."""
+        return {}
 
     def summary(self, total_processes: int) -> str:
         """The job's processes as this backend counts them, for the start log: '2 processes, MPI'."""

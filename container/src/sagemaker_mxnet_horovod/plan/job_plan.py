@@ -44,9 +44,12 @@ def make_plan(
 
     # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.
     sm_env = sm_environment(config, facts.cpu_count, facts.gpu_count, layout.interface, program.name, base_env)
-    job = PlanInputs(config, facts, base_env, layout, program, backend.collectives_in_shm)
+    job = PlanInputs(config, facts, base_env, layout, program, backend.collectives_in_shm,
+                     backend.options_env(config, base_env))
     defaults, rule_notes = apply_rules(RULES + backend.rules, job)
-    env = {**sm_env, **defaults}
+    # On top of the container's environment: the backend's options (the user's, more specific), this host's SM_*
+    # (the toolkit's, this host's own), the rules' defaults that the user did not replace.
+    env = {**job.options_env, **sm_env, **defaults}
     rank_argv = (python, "-m", backend.rank_module, run_dir, str(config.paths.code_dir), "--", *program.argv)
     host = backend.host_plan(HostInputs(job, env, rank_argv, run_dir, python))
     strays = find_stray_outputs(config.paths, host.rank_variables, {**base_env, **env})

@@ -3,11 +3,14 @@ RUN_DIR/rank-env.json (never Open MPI's own variables), Gloo's numbers from Open
 Gloo, then the program as every backend's ranks run it (act/test_rank_program.py); starting costs a rank none of the
 launcher's planning."""
 
+import dataclasses
 import json
 import subprocess
 import sys
 
+from sagemaker_mxnet_horovod.backends.mpi.rank_env import write_rank_environment
 from unit_helpers import unit_paths
+from unit_helpers.plan_cases import config, options, plan
 from unit_helpers.rank_starts import MPI_RANK_ENV, start_rank
 
 
@@ -54,6 +57,20 @@ def test_open_mpis_own_variables_are_never_taken_from_the_file(tmp_path):
     assert json.loads(stdout) == {"OMPI_COMM_WORLD_LOCAL_RANK": "1", "PMIX_RANK": "3", "OPAL_PREFIX": "/rank",
                                   "ORTE_X": None, "SM_CURRENT_HOST": "algo-2",
                                   "MY_SETTING": "from the job's environment"}, stderr
+
+
+def test_what_mpiruns_x_set_survives_this_hosts_file(tmp_path):
+    # The job's environment says OMP_NUM_THREADS=2, -x says 3: mpirun gives the rank 3, and the file, written from
+    # the plan, keeps it (the file once put the container's 2, or the launcher's default, back).
+    container = {"PATH": "/usr/bin", "OMP_NUM_THREADS": "2", "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": "/wp"}
+    for current in ("algo-1", "algo-2"):
+        planned = plan(config(options("-x OMP_NUM_THREADS=3 -x MXNET_HOME=/mine"), current=current), env=container)
+        write_rank_environment(dataclasses.replace(planned, run_dir=str(tmp_path)), container)
+        script = tmp_path / "env.py"
+        script.write_text("import os\nprint(os.environ['OMP_NUM_THREADS'], os.environ['MXNET_HOME'])\n")
+        _, stdout, stderr = run_rank(tmp_path, tmp_path, "--", sys.executable, str(script),
+                                     env={"OMP_NUM_THREADS": "3", "MXNET_HOME": "/mine"})
+        assert stdout.split() == ["3", "/mine"], stderr
 
 
 def test_without_the_file_the_exported_environment_is_all_there_is(tmp_path):

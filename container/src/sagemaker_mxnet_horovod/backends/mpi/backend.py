@@ -11,6 +11,7 @@ from sagemaker_mxnet_horovod.backends.mpi.rank_env import write_rank_environment
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.backend import Backend, HostInputs, HostPlan
 
 
@@ -20,6 +21,11 @@ class Mpi(Backend):
     collectives_in_shm = True
     rules = mpirun.RULES + gloo.RULES
     rank_module = "sagemaker_mxnet_horovod.backends.mpi.rank_env"
+
+    def options_env(self, config: TrainingConfig, base_env: Mapping[str, str]) -> dict[str, str]:
+        """-x NAME=VALUE in sagemaker_mpi_custom_mpi_options, and -x NAME for a variable of the container's: mpirun
+        sets them on every rank, and each rank keeps them (rank_env.py applies the plan's environment, with them)."""
+        return config.settings.custom_mpi_options.exported_values(base_env)
 
     def host_plan(self, inputs: HostInputs) -> HostPlan:
         return mpirun.host_plan(inputs)

@@ -40,17 +40,12 @@ def asks(env: Mapping[str, str]) -> bool:
     return asks_for_gloo(env, CONTROLLER) or asks_for_gloo(env, CPU_OPERATIONS)
 
 
-def ranks_environment(job: PlanInputs) -> dict[str, str]:
-    """What reaches Horovod in the ranks: the job's environment, and the custom MPI options' `-x NAME=VALUE`."""
-    return {**job.base_env, **job.config.settings.custom_mpi_options.exported_values(job.base_env)}
-
-
 def rendezvous(job: PlanInputs) -> GlooRendezvous | None:
     """Whether the job runs Horovod over Gloo, decided here once for the whole plan (its rule, its hint, the master's
     rendezvous, each rank's numbers): the rendezvous the master serves, or None. Refused when one knob asks for Gloo
     and the other says otherwise (MPI's controller with Gloo's operations is the crash above), or when the user's
     port is no port."""
-    env = ranks_environment(job)
+    env = job.user_env  # what reaches Horovod in the ranks: the job's environment, and the custom MPI options' -x
     if not asks(env):
         return None
     for name in (CONTROLLER, CPU_OPERATIONS):
@@ -82,7 +77,7 @@ def horovod_gloo(job: PlanInputs) -> list[Setting | str]:
                 "Gloo's transport on the cluster interface" if multi_host else "one host: Gloo over loopback"),
         Setting(RENDEZVOUS_ADDR, layout.master_host if multi_host else LOOPBACK,
                 "the master serves Horovod's Gloo rendezvous" + ("" if multi_host else " on loopback"),
-                user_wins=False),
+                required=True),
         Setting(RENDEZVOUS_PORT, str(DEFAULT_RENDEZVOUS_PORT),
                 f"the rendezvous's port: fixed, below the ephemeral range, next to {KEYS.handshake_port}"),
         "Horovod's Gloo: mpirun starts the ranks, each gets its own HOROVOD_RANK, _SIZE, _LOCAL_*, _CROSS_* from "
