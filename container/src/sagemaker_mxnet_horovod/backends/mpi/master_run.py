@@ -2,7 +2,8 @@
 its own: gather the workers (each checked in, its sshd up with the job's key) and release them with the outcome.
 While mpirun runs, the cluster's watches end a job it alone would leave hanging: a worker lost, an MPI daemon that
 never started or died, and a stop reaches every host. Without workers (MPI on one host) it is the command run.
-When the job asks for Horovod's Gloo (gloo.py), the master serves its rendezvous around mpirun (rendezvous.py).
+When the job asks for Horovod's Gloo (gloo.py), the master serves its rendezvous around mpirun (rendezvous.py), to
+the job's hosts only.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.cluster.master import Master
+from sagemaker_mxnet_horovod.act.cluster.network import ipv4_addresses
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.command_run import CommandRun
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
@@ -49,7 +51,8 @@ class MasterRun(CommandRun):
             from sagemaker_mxnet_horovod.backends.mpi.rendezvous import Rendezvous, RendezvousError
 
             try:
-                rendezvous = Rendezvous(planned.bind_address, planned.port, planned.size, planned.local_size)
+                rendezvous = Rendezvous(planned.bind_address, planned.port, planned.size, planned.local_size,
+                                        self.job_addresses())
             except RendezvousError as error:
                 return Failure(f"{error} on master {self.plan.current_host}", EXIT_FAILED,
                                host=self.plan.current_host)
@@ -59,6 +62,18 @@ class MasterRun(CommandRun):
         finally:
             if rendezvous:
                 rendezvous.close()
+
+    def job_addresses(self) -> set[str]:
+        """Where the job's ranks reach the master from (rendezvous.py answers them only): this host, by its cluster
+        address and what its name resolves to, and each worker from the address it checked in from, which the
+        check-in verified against its name (act/cluster/master.py)."""
+        own = {self.plan.gloo_rendezvous.bind_address} - {""}
+        try:
+            own |= set(ipv4_addresses(self.plan.master_host))
+        except OSError:
+            pass  # one host: loopback (the rendezvous admits it); across hosts the cluster address
+        workers = {link.connection.peer for link in self.cluster.links.values()} if self.cluster else set()
+        return own | workers
 
     def ask_workers(self):
         return self.cluster.ask_workers if self.cluster else None
