@@ -80,5 +80,5 @@ def conflict_message(conflicts: list[Conflict], held: HeldPackages, source: str 
     more = f" (and {len(conflicts) - SHOWN} more: see the log)" if len(conflicts) > SHOWN else ""
     names = ",".join(dict.fromkeys(conflict.package for conflict in conflicts))
     return (f"{shown}{more}. Nothing was installed: the image holds its packages at the versions MXNet, Horovod and "
-            f"GluonCV were built and tested with. Loosen the requirement, or set the hyperparameter "
+            f"GluonCV were built and tested with. Loosen or drop the requirement, or set the hyperparameter "
             f"{KEYS.requirements_replace}={names} to replace {'them' if ',' in names else 'it'} anyway")
