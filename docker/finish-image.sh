@@ -10,8 +10,10 @@
 #     zero-code-change SageMaker Debugger hook when the job has a hook configuration (one stat otherwise); and
 #     sagemaker_mxnet_compression.pth, which makes hvd.DistributedTrainer compress gradients as the launcher's
 #     horovod_gradient_compression says (one environment lookup when it is not set).
-#  2. Smoke check: pip check, `train` on PATH, the launcher imports.
-#  3. The image's own SBOM (CycloneDX JSON: Debian and Python packages) and license report in
+#  2. The held packages, /etc/sagemaker-mxnet-horovod/constraints.txt: every package of /opt/venv at its version,
+#     checked against the flavor's lock (held_packages.py). The launcher installs a user's requirements.txt with it.
+#  3. Smoke check: pip check, `train` on PATH, the launcher imports.
+#  4. The image's own SBOM (CycloneDX JSON: Debian and Python packages) and license report in
 #     /usr/share/sbom (`make sbom` copies them out; docs/supply-chain.md). Last, so they describe the
 #     final filesystem: nothing may change it after this script. Offline: syft reads the dpkg database,
 #     the Python packages' metadata and /usr/share/doc/*/copyright; its cache goes to /tmp, a tmpfs
@@ -31,6 +33,8 @@ PIP_DISABLE_PIP_VERSION_CHECK=1 pip install --no-cache-dir --no-deps --no-build-
 site=$(python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
 install -m 0644 "$kit/launcher/src/sagemaker_mxnet_debugger/sagemaker_mxnet_debugger.pth" \
   "$kit/launcher/src/sagemaker_mxnet_compression/sagemaker_mxnet_compression.pth" "$site/"
+python "$kit/held_packages.py" "$flavor" "$kit/constraints-$flavor.txt" /etc/sagemaker-mxnet-horovod/constraints.txt
+grep -q "^$mxnet==" /etc/sagemaker-mxnet-horovod/constraints.txt
 pip check
 command -v train synth-data
 python -c "import sagemaker_mxnet_horovod.cli, sagemaker_mxnet_data.synth_data, sagemaker_mxnet_debugger.zero_code_change"

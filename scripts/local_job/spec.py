@@ -131,6 +131,9 @@ class JobSpec:
     # Every host's command waits at a FIFO until all containers run, then all start at once, as hosts provisioned
     # in parallel do (the one Docker daemon here starts containers ~0.1 s apart). JobResult.gate_at says when.
     start_gate: bool = False
+    # The job's network reaches nothing beyond its containers (docker's --internal): SageMaker's network isolation,
+    # or a VPC subnet without a NAT gateway.
+    isolated: bool = False
 
 
 def host_names(count: int) -> list:

@@ -29,6 +29,8 @@ TESTED_IN_IMAGE = {
     "sagemaker_mxnet_debugger/zero_code_change.py": "tests/image/test_zero_code_change.py",
     # wraps Horovod's DistributedTrainer: tested with Horovod
     "sagemaker_mxnet_compression/hook.py": "tests/image/test_gradient_compression.py",
+    # pip's own reading of its configuration: tested with the image's pip
+    "sagemaker_mxnet_horovod/act/pip_locations.py": "tests/image/test_pip_locations.py",
 }
 
 

@@ -26,7 +26,7 @@ from sagemaker_mxnet_horovod.act.outcome_files import (
 )
 from sagemaker_mxnet_horovod.backends import registry
 from sagemaker_mxnet_horovod.core import stop
-from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, ConfigError, StopRequested
+from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, ConfigError, SetupError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
@@ -53,6 +53,8 @@ def failure_of(error: BaseException, step: Step) -> Failure:
         return Failure(f"invalid job configuration: {error}", EXIT_CONFIG)
     if isinstance(error, StopRequested):
         return stop.stopped(error.signum, "the job had not started")
+    if isinstance(error, SetupError):  # its message says it all: no traceback
+        return Failure(f"{step.label} on {step.host}: {error}", EXIT_FAILED, host=step.host)
     traceback.print_exc()
     return Failure(f"{step.label} on {step.host}: {type(error).__name__}: {error}", EXIT_FAILED, host=step.host)
 

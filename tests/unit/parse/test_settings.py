@@ -234,6 +234,15 @@ def test_console_ranks_all_by_default_or_as_chosen():
         parse_launcher_settings({"mpi_console_ranks": "first"}, {})
 
 
+def test_the_packages_a_requirements_txt_may_replace_none_by_default_or_as_named():
+    assert parse_launcher_settings({}, {})[0].requirements_replace == frozenset()
+    hps = parse_hyperparameters({"sagemaker_requirements_replace": '"NumPy, opencv_python"'}, {})
+    assert parse_launcher_settings(hps, {})[0].requirements_replace == {"numpy", "opencv-python"}
+    assert parse_launcher_settings({}, {"SAGEMAKER_REQUIREMENTS_REPLACE": "all"})[0].requirements_replace == {"all"}
+    with pytest.raises(ConfigError, match="sagemaker_requirements_replace='numpy>=2' is not a list of package names"):
+        parse_launcher_settings({"sagemaker_requirements_replace": "numpy>=2"}, {})
+
+
 def test_every_setting_is_declared_once_with_its_reason_and_is_in_the_readmes_table():
     readme = (unit_paths.REPO / "README.md").read_text()
     table = readme[readme.index("## Hyperparameters the launcher consumes"):readme.index("## Troubleshooting")]

@@ -16,6 +16,8 @@ class Program:
     submit_directory: str | None = None  # local dir or s3:// tarball to fetch into code_dir first
     code_dir: str | None = None
     kind: str = "script"  # a user's entry point: "script" (python FILE), "package" (python -m) or "command"
+    # The image's packages its requirements.txt may replace (canonical names; "all": every one)
+    requirements_replace: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
