@@ -54,7 +54,7 @@ from benchmarks.common import charts, link_timeline
 from benchmarks.common import emulated_link as link
 from benchmarks.common import link_workloads as workloads
 from benchmarks.common.machine import load
-from benchmarks.common.scaling_jobs import placement
+from benchmarks.common.scaling_jobs import efficiency, placement
 from scripts.local_job import DOCKER, run_job
 
 DEFAULTS = "defaults:"
@@ -263,8 +263,8 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
     ranks = args.hosts * args.ranks_per_host
     if args.control and not name.endswith("gpu-like"):
         control = run_control(workload, args, workdir / "control")
-        results.setdefault((name, "control"), []).append(control / (args.hosts * one))
-        say(round_, name, "control", f"{control:8.3f} samples/s = {control / (args.hosts * one):.2f} of linear")
+        results.setdefault((name, "control"), []).append(efficiency(control, args.hosts, one))
+        say(round_, name, "control", f"{control:8.3f} samples/s = {efficiency(control, args.hosts, one):.2f} of linear")
     per_host = link.ring_bytes_per_host(alone["gradient_bytes"], args.hosts)
     for ratio in ratios:
         rate = link.rate_for(ratio, per_host, alone["step_s"]) if ratio else None
@@ -276,10 +276,10 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
             except workloads.JobFailed as error:
                 say(round_, name, f"ratio {ratio or 'unshaped'} {variant}", f"FAILED: {str(error)[:800]}")
                 continue
-            efficiency = record["samples_per_s"] / (ranks * one)
-            results.setdefault((name, ratio, variant), []).append(efficiency)
+            scaled = efficiency(record["samples_per_s"], ranks, one)
+            results.setdefault((name, ratio, variant), []).append(scaled)
             say(round_, name, f"ratio {ratio or 'unshaped'} {variant}",
-                f"{record['step_s'] * 1000:7.1f} ms a step, {efficiency:.2f} of linear"
+                f"{record['step_s'] * 1000:7.1f} ms a step, {scaled:.2f} of linear"
                 + (f" (link {rate / 1e6:.0f} Mbit/s" if rate else "") + (f", overlap limit {limit:.2f}" if limit else "")
                 + (")" if rate else ""))
         if args.phases and "gradients_ready" in alone:
