@@ -34,7 +34,7 @@ script's own (that variant's links' TCP congestion control). Needs root, tc and 
 
 TCP congestion control: the shaped hosts' namespaces use cubic, Linux's default, unless told. This machine's
 kernel defaults to bbr, under which Open MPI's exchanges on a shaped link lost up to 0.13 of linear against
-cubic (docs/benchmarks.md); raw TCP exchanges of the same sizes lost less (benchmarks/tcp_exchange.py).
+cubic (docs/benchmarks/link-scaling.md); raw TCP exchanges of the same sizes lost less (benchmarks/tcp_exchange.py).
 A container's namespace can set only the algorithms of the kernel's net.ipv4.tcp_allowed_congestion_control (some
 kernels list "reno bbr" only): the script refuses before any job starts, naming the sysctl that allows cubic.
 """
@@ -180,7 +180,7 @@ def main() -> int:
     parser.add_argument("--congestion-control", default="cubic",
                         help="TCP congestion control in the shaped hosts' namespaces: Linux's default, cubic, unless "
                              "told; 'system' keeps this machine's (bbr here, which costs Open MPI's exchanges "
-                             "on these links: docs/benchmarks.md)")
+                             "on these links: docs/benchmarks/link-scaling.md)")
     parser.add_argument("--queue-ms", type=float, default=link.QUEUE_MS, help="the emulated link's queue")
     parser.add_argument("--flow-cap", type=float, help="cap every TCP connection at this share of the link's rate "
                         "(EC2: 5 or 10 Gbit/s a flow, e.g. 0.4 of 25 Gbit/s)")
