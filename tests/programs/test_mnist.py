@@ -1,5 +1,5 @@
 """The mnist program (entrypoints/mnist.py) as one process: training, model export, metrics lines, checkpoints,
-resume, SIGTERM, bad input."""
+resume (once on 2 ranks, with another learning rate), SIGTERM, bad input."""
 
 import json
 import os
@@ -131,17 +131,29 @@ def test_writes_tensorboard_scalars(trained):
     assert tags["train/learning_rate"][0][1] == pytest.approx(0.02)
 
 
-def test_resume_continues_at_the_next_epoch(tiny_mnist, tmp_path):
+def optimizer_learning_rate(states_file):
+    """The learning rate of the optimizer a checkpoint's trainer states carry (Gluon's Trainer.save_states pickles
+    its updater's states with the optimizer itself): the one the trainer updated the weights with."""
+    import pickle
+
+    _, optimizer = pickle.loads(states_file.read_bytes())
+    return optimizer.learning_rate
+
+
+def test_resume_continues_at_the_next_epoch_with_its_own_learning_rate_and_ranks(tiny_mnist, tmp_path):
     args = ["--batch-size", "32", "--log-interval", "0", "--tensorboard", "false"]
-    first = run_mnist(tmp_path, ["--epochs", "2", *args], env=channels_env(tiny_mnist))
+    first = run_mnist(tmp_path, ["--epochs", "2", "--lr", "0.02", *args], env=channels_env(tiny_mnist))
     assert first.returncode == 0, first.explain()
-    second = run_mnist(tmp_path, ["--epochs", "3", *args], env=channels_env(tiny_mnist))
+    checkpoints = tmp_path / "checkpoints"
+    assert optimizer_learning_rate(checkpoints / "checkpoint-epoch-0002.states") == pytest.approx(0.02)  # 0.02 x 1
+    # Resumed with another learning rate on another rank count: the rule is --lr per rank x ranks, 0.05 x 2 = 0.1,
+    # not the 0.02 the checkpoint's optimizer states carry.
+    second = run_mnist(tmp_path, ["--epochs", "3", "--lr", "0.05", *args], env=channels_env(tiny_mnist), ranks=2)
     assert second.returncode == 0, second.explain()
-    checkpoint = tmp_path / "checkpoints" / "checkpoint-epoch-0002.params"
-    assert f"resumed from checkpoint {tmp_path / 'checkpoints' / 'checkpoint-epoch-0002'}.params at epoch 3" \
-        in second.stdout
+    assert f"resumed from checkpoint {checkpoints / 'checkpoint-epoch-0002'}.params at epoch 3" in second.stdout
     assert [line.split()[0] for line in epoch_lines(second.stdout)] == ["epoch=3"]
-    assert checkpoint.exists()  # epochs 2 and 3 are the newest two
+    assert (checkpoints / "checkpoint-epoch-0002.params").exists()  # epochs 2 and 3 are the newest two
+    assert optimizer_learning_rate(checkpoints / "checkpoint-epoch-0003.states") == pytest.approx(0.1)
     metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1 and metrics["resumed_from_epoch"] == 3
 
