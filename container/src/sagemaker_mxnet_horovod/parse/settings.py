@@ -120,7 +120,7 @@ class LauncherSettings:
                                                      "HOROVOD_FUSION_THRESHOLD; unset: Horovod's")
     horovod_cycle_time_ms: float | None = knob("horovod_cycle_time_ms", at_least(parse_float, 0), None,
                                                "HOROVOD_CYCLE_TIME; unset: Horovod's")
-    # Opt-in: on CPU hosts the casts cost more than the halved bytes save (docs/benchmarks.md, emulated links).
+    # Opt-in: on CPU hosts the casts cost more than the halved bytes save (docs/benchmarks/link-scaling.md).
     horovod_gradient_compression: str = knob(
         "horovod_gradient_compression", gradient_compression, "none",
         "what hvd.DistributedTrainer compresses gradients to where the script does not choose (fp16: half the bytes)")

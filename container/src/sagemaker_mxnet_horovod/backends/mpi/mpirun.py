@@ -15,7 +15,7 @@ from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
 # Open MPI busy-polls one core per rank while it waits; below this many cores per rank that steals a large
 # share of the compute (measured on 2 cores: Mask R-CNN 59 s/iter busy-polling vs 19 s/iter yielding; MNIST,
 # 2 hosts x 1 core per rank, 0.52-0.65 of the no-MPI control busy-polling vs 0.86-1.02 yielding, Horovod's
-# background thread 39 vs 8-12 ms of CPU per step: benchmarks/horovod_tuning.py, docs/benchmarks.md).
+# background thread 39 vs 8-12 ms of CPU per step: benchmarks/horovod_tuning.py, docs/benchmarks/horovod-tuning.md).
 # Horovod's cycle time, engine type and Gloo were measured too and are left at Horovod's defaults (same page).
 YIELD_WHEN_CORES_PER_RANK_BELOW = 5
 
