@@ -110,6 +110,10 @@ class Figures:
         """Each rank's share of the kept samples in which it arrived after the median rank."""
         return [self.late_share((rank,)) for rank in range(len(self.hosts))]
 
+    def lateness_of(self, ranks: tuple[int, ...]) -> float:
+        """The median, over the kept samples, of the latest of these ranks' lateness: what the others wait for them."""
+        return median(max(s.late[rank] for rank in ranks) for s in self.kept)
+
     def late_share(self, ranks: tuple[int, ...]) -> float:
         """The share of the kept samples in which the latest of these ranks arrived after the median rank."""
         if not self.kept:
@@ -119,8 +123,8 @@ class Figures:
 
 @dataclass(frozen=True)
 class Verdict:
-    """Whom the others wait for: one rank, or every rank of one host (whole_host), by how much (lateness_s: the
-    latest of them), at what share of a step; when none stands out, the latest rank, for the record. `also`: other
+    """Whom the others wait for: one rank, or every rank of one host (whole_host), by how much (lateness_s: a rank's
+    median lateness; a host's, the median of its latest rank's at each step), at what share of a step; when none stands out, the latest rank, for the record. `also`: other
     ranks that stand out, latest first."""
 
     ranks: tuple[int, ...]
@@ -186,5 +190,5 @@ def judge(figures: Figures) -> Verdict:
     whole_host = host_stands_out(host)
     named = on_host[host] if whole_host else (first,)
     also = tuple((rank, figures.hosts[rank], late[rank]) for rank in standing if rank not in named)
-    share = figures.late_share(named)
-    return Verdict(named, host, late[first], step, share, True, whole_host, also)
+    lateness_s = figures.lateness_of(named) if whole_host else late[first]
+    return Verdict(named, host, lateness_s, step, figures.late_share(named), True, whole_host, also)
