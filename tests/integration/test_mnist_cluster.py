@@ -39,6 +39,12 @@ def test_two_hosts_file_mode_learns(image, mnist_data, tmp_path):
     epoch_lines = [line for line in result.master.logs.splitlines()
                    if "train_loss=" in line and "val_accuracy=" in line]
     assert len(epoch_lines) == 3 and all(line.count("<stdout>") == 1 for line in epoch_lines), epoch_lines
+    # The straggler report, on by default: the built-in program's trainer timed, no rank of a balanced job named.
+    report = json.loads((result.master.root / "output" / "data" / "straggler" / "report.json").read_text())
+    assert not report["verdict"]["stands_out"] and report["steps"]["samples"] >= 5, report["verdict"]
+    assert f"train: straggler report: {report['verdict']['text']}" in result.master.logs
+    assert report["verdict"]["text"].startswith("no rank stands out: the latest, rank ")
+    assert (result.master.root / "output" / "data" / "straggler" / "lateness.png").is_file()
 
 
 def gradient_dtypes(timeline):
