@@ -48,7 +48,8 @@ def test_a_rank_sleeping_each_step_is_named_by_its_measured_sleep_and_a_job_fail
                                              "fail-at-step": "240", "horovod_gradient_compression": "fp16"})
     assert result.exit_codes[0] == 1, result.describe()
     first_line = result.master.failure.splitlines()[0]  # "... failed: ..." or "... exited with code 1: ...": a race
-    assert first_line.startswith("rank 1 on algo-1 ") and "ValueError: rank 1 was asked to fail at step 240" in first_line
+    assert first_line.startswith("rank 1 on algo-1 ")
+    assert "ValueError: rank 1 was asked to fail at step 240" in first_line
     logs = result.master.logs
     assert "hvd.DistributedTrainer compresses gradients to fp16" in logs
     # Rank 0's line once 20 steps were timed (one in 10 after the 20th), during the job.
@@ -57,7 +58,8 @@ def test_a_rank_sleeping_each_step_is_named_by_its_measured_sleep_and_a_job_fail
     # What rank 0 had written when the job ended early: every line it said is on disk.
     assert 220 <= report["steps"]["last_timed"] < 240
     verdict = report["verdict"]
-    assert verdict["stands_out"] and (verdict["ranks"], verdict["host"], verdict["whole_host"]) == ([3], "algo-2", False)
+    assert verdict["stands_out"]
+    assert (verdict["ranks"], verdict["host"], verdict["whole_host"]) == ([3], "algo-2", False)
     assert f"train: straggler report: {verdict['text']}" in logs  # the launcher's, at the end
     slept = statistics.median(records(result)[3]["slept_s"])
     assert report["ranks"][3]["median_lateness_s"] == pytest.approx(slept, rel=0.2)

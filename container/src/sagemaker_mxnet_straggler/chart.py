@@ -2,7 +2,7 @@
 in colour, the others grey); below, each rank's median lateness, coloured by host, against the line a rank must
 cross to stand out. The verdict is the title. Drawn by the launcher at the job's end from the report (report.py):
 
-    python -m sagemaker_mxnet_straggler.chart /opt/ml/output/data/straggler/report.json   # writes lateness.png beside it
+    python -m sagemaker_mxnet_straggler.chart /opt/ml/output/data/straggler/report.json  # lateness.png beside it
 """
 
 from __future__ import annotations

@@ -124,8 +124,8 @@ class Figures:
 @dataclass(frozen=True)
 class Verdict:
     """Whom the others wait for: one rank, or every rank of one host (whole_host), by how much (lateness_s: a rank's
-    median lateness; a host's, the median of its latest rank's at each step), at what share of a step; when none stands out, the latest rank, for the record. `also`: other
-    ranks that stand out, latest first."""
+    median lateness; a host's, the median of its latest rank's at each step), at what share of a step; when none
+    stands out, the latest rank, for the record. `also`: other ranks that stand out, latest first."""
 
     ranks: tuple[int, ...]
     host: str

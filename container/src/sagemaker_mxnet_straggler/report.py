@@ -1,7 +1,7 @@
 """The straggler report as JSON (REPORT in the report's directory, /opt/ml/output/data/straggler/ under the launcher,
 uploaded in output.tar.gz): the verdict; per rank its host, timed steps, median step time, median lateness, share of
-the steps it was late in, and time waited on the others; the samples themselves (every rank's wait and step time, an even spread over the job), which
-chart.py draws. Standard library only: rank 0 writes it, the launcher reads it."""
+the steps it was late in, and time waited on the others; the samples themselves (every rank's wait and step time, an
+even spread over the job), which chart.py draws. Standard library only: rank 0 writes it, the launcher reads it."""
 
 from __future__ import annotations
 
@@ -81,6 +81,8 @@ def samples_of(report_dict: dict) -> list:
     """The report's samples as (step, seconds, waits, step times), nan for a missing figure: to redo the figures from
     a report (the chart, the tests' recorded jobs)."""
     samples = report_dict["samples"]
-    return [(step, seconds, [math.nan if v is None else v for v in waits], [math.nan if v is None else v for v in times])
-            for step, seconds, waits, times in zip(samples["step"], samples["seconds"], samples["wait_s"],
-                                                   samples["step_s"])]
+    def numbers(values):
+        return [math.nan if value is None else value for value in values]
+
+    return [(step, seconds, numbers(waits), numbers(times)) for step, seconds, waits, times in
+            zip(samples["step"], samples["seconds"], samples["wait_s"], samples["step_s"])]
