@@ -27,7 +27,7 @@ from sagemaker_mxnet_horovod.act.outcome_files import (
 )
 from sagemaker_mxnet_horovod.backends import registry
 from sagemaker_mxnet_horovod.core import stop
-from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, EXIT_STOPPED, ConfigError, StopRequested
+from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, ConfigError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
@@ -142,8 +142,8 @@ def main(argv=None) -> int:
         if running is not None:
             copy_stray_outputs(running.stray_outputs, log)  # files written where SageMaker would not upload them
     if running is not None:  # where rank 0 wrote it: its verdict, its path, its chart
-        straggler_report.finish(straggler_report.report_directory(running.env, env), started,
-                                outcome.exit_code == EXIT_STOPPED, log)
+        straggler_report.finish(straggler_report.report_directory(running.env, env), started, stop.seconds_to_kill(),
+                                log)
     return report(paths, outcome)
 
 

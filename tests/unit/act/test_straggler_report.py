@@ -7,7 +7,6 @@ import os
 import stat
 import time
 
-from sagemaker_mxnet_horovod.act import straggler_report
 from sagemaker_mxnet_horovod.act.straggler_report import finish, report_directory
 from sagemaker_mxnet_straggler.figures import Figures, Sample
 from sagemaker_mxnet_straggler.report import write_report
@@ -31,7 +30,7 @@ def interpreter(tmp_path, body):
 def test_the_verdict_and_the_paths_are_said_and_the_chart_drawn_beside_the_report(tmp_path):
     report = written(tmp_path / "straggler")
     lines = []
-    finish(str(tmp_path / "straggler"), time.time() - 60, False, lines.append,
+    finish(str(tmp_path / "straggler"), time.time() - 60, None, lines.append,
            python=interpreter(tmp_path, 'test "$2" = sagemaker_mxnet_straggler.chart && echo png > "$4"'))
     verdict = json.loads(open(report).read())["verdict"]["text"]
     assert verdict.startswith("rank 1 on algo-2 reaches each step 0.20 s after the median rank")
@@ -40,34 +39,36 @@ def test_the_verdict_and_the_paths_are_said_and_the_chart_drawn_beside_the_repor
     assert chart.read_text() == "png\n"
 
 
-def test_a_chart_that_fails_or_takes_too_long_is_said_and_the_report_stays(tmp_path, monkeypatch):
+def test_a_chart_that_fails_or_takes_too_long_is_said_and_the_report_stays(tmp_path):
     report = written(tmp_path)
     lines = []
-    finish(str(tmp_path), 0, False, lines.append,
+    finish(str(tmp_path), 0, None, lines.append,
            python=interpreter(tmp_path, 'echo "ModuleNotFoundError: No module named matplotlib" >&2; exit 1'))
     assert lines[-1] == f"straggler report: {report} (no chart: ModuleNotFoundError: No module named matplotlib)"
-    # After a stop, the shorter deadline (5 s; shortened here, not waited out).
-    monkeypatch.setattr(straggler_report, "CHART_DEADLINE_AFTER_STOP_S", 0.3)
+    # After a stop, the chart must end 10 s before SageMaker's SIGKILL: here 10.3 s were left.
     started = time.monotonic()
-    finish(str(tmp_path), 0, True, lines.append, python=interpreter(tmp_path, "exec sleep 30"))
+    finish(str(tmp_path), 0, 10.3, lines.append, python=interpreter(tmp_path, "exec sleep 30"))
     assert lines[-1] == f"straggler report: {report} (no chart: not drawn within 0.3 s)"
     assert time.monotonic() - started < 10
+    finish(str(tmp_path), 0, 8, lines.append, python=interpreter(tmp_path, "exec sleep 30"))
+    assert lines[-2:] == [f"straggler report: {json.loads(open(report).read())['verdict']['text']}",
+                          f"straggler report: {report} (no chart: no time left before SageMaker's SIGKILL)"]
 
 
 def test_nothing_is_said_without_a_report_of_this_job(tmp_path):
     lines = []
-    finish(str(tmp_path), 0, False, lines.append)  # none written
-    finish(None, 0, False, lines.append)  # off
+    finish(str(tmp_path), 0, None, lines.append)  # none written
+    finish(None, 0, None, lines.append)  # off
     report = written(tmp_path)
     os.utime(report, (time.time() - 3600, time.time() - 3600))  # an earlier job's, in a reused directory
-    finish(str(tmp_path), time.time() - 60, False, lines.append)
+    finish(str(tmp_path), time.time() - 60, None, lines.append)
     assert lines == []
 
 
 def test_an_unreadable_report_is_said(tmp_path):
     (tmp_path / "report.json").write_text('{"verdict": ')
     lines = []
-    finish(str(tmp_path), 0, False, lines.append)
+    finish(str(tmp_path), 0, None, lines.append)
     assert len(lines) == 1 and lines[0].startswith(f"straggler report: {tmp_path / 'report.json'} cannot be read: ")
 
 

@@ -1,7 +1,8 @@
 """The straggler report at the job's end, on the host where rank 0 wrote it (sagemaker_mxnet_straggler, in every MPI
 rank; the master under MPI): its verdict and its path in the log, and its chart drawn beside it. Whatever ended the job
 (a failure, a stop): the report holds what rank 0 had combined by then. The chart is drawn here, in a process of its
-own with a deadline, not in rank 0: a rank killed with the job draws nothing, and matplotlib stays out of training."""
+own with a deadline (30 s; after a stop, no later than 10 s before SageMaker's SIGKILL), not in rank 0: a rank killed
+with the job draws nothing, and matplotlib stays out of training."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from pathlib import Path
 from sagemaker_mxnet_straggler.hook import OFF, VARIABLE
 
 CHART_DEADLINE_S = 30.0
-# After a stop: SageMaker kills the container 120 s after its SIGTERM, the ranks had up to 100 s and mpirun 10 more.
-CHART_DEADLINE_AFTER_STOP_S = 5.0
+# After a stop, the chart ends this long before SageMaker's SIGKILL at the latest: the launcher still has the outcome
+# files to write.
+KILL_MARGIN_S = 10.0
 
 
 def report_directory(plan_env: Mapping[str, str], env: Mapping[str, str]) -> str | None:
@@ -24,10 +26,11 @@ def report_directory(plan_env: Mapping[str, str], env: Mapping[str, str]) -> str
     return None if directory.strip().lower() in OFF else directory
 
 
-def finish(directory: str | None, since: float, stopped: bool, log: Callable[[str], None],
+def finish(directory: str | None, since: float, seconds_to_kill: float | None, log: Callable[[str], None],
            python: str = sys.executable) -> None:
     """The report's verdict and path, and its chart (drawn by `python`), if rank 0 wrote one here during this job
-    (since: its start, by this host's clock: an earlier job's report in a reused directory is not this job's)."""
+    (since: its start, by this host's clock: an earlier job's report in a reused directory is not this job's).
+    seconds_to_kill: after a stop, the time left before SageMaker's SIGKILL (core/stop.py)."""
     from sagemaker_mxnet_straggler.report import CHART, REPORT
 
     report = Path(directory or "") / REPORT
@@ -42,7 +45,8 @@ def finish(directory: str | None, since: float, stopped: bool, log: Callable[[st
         return
     log(f"straggler report: {verdict}")
     chart = report.with_name(CHART)
-    problem = draw(python, report, chart, CHART_DEADLINE_AFTER_STOP_S if stopped else CHART_DEADLINE_S)
+    deadline = CHART_DEADLINE_S if seconds_to_kill is None else min(CHART_DEADLINE_S, seconds_to_kill - KILL_MARGIN_S)
+    problem = draw(python, report, chart, deadline) if deadline > 0 else "no time left before SageMaker's SIGKILL"
     log(f"straggler report: {report}" + (f", chart {chart}" if problem is None else f" (no chart: {problem})"))
 
 
