@@ -9,10 +9,13 @@ from collections.abc import Callable
 
 
 def after_import(name: str, action: Callable[[object], object]) -> None:
-    """action(module) now if `name` is imported, else right after its first import runs."""
+    """action(module) now if `name` is imported, else right after its first import runs. The same change asked for
+    again before then (the same code: Debian's Python runs a venv's .pth files twice) is made once."""
     if name in sys.modules:
         action(sys.modules[name])
-    else:
+    elif not any(isinstance(finder, AfterImport) and finder.name == name and
+                 getattr(finder.action, "__code__", None) is getattr(action, "__code__", action)
+                 for finder in sys.meta_path):
         sys.meta_path.insert(0, AfterImport(name, action))
 
 

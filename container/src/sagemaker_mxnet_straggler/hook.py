@@ -44,14 +44,11 @@ def spans_every_rank(module, trainer) -> bool:
     return module.size() > 1 and process_set is module.global_process_set
 
 
-INSTALLED = []  # Debian's Python runs a venv's .pth files twice: the second install() is a no-op
-
-
 def install(env=None) -> None:
-    """Called by sagemaker_mxnet_straggler.pth at every interpreter start with the variable set."""
+    """Called by sagemaker_mxnet_straggler.pth at every interpreter start with the variable set (twice, by Debian's
+    Python: after_import makes the change once)."""
     env = os.environ if env is None else env
     directory = env.get(VARIABLE, "").strip()
-    if directory.lower() in OFF or INSTALLED:
+    if directory.lower() in OFF:
         return
-    INSTALLED.append(directory)
     after_import(MODULE, lambda module: wrap_trainer(module, directory))
