@@ -4,7 +4,7 @@ code change: hvd.DistributedTrainer's gradient allreduces are timed on every ran
 How: the image's site-packages holds sagemaker_mxnet_straggler.pth, which calls install() at every interpreter start
 when SMMH_STRAGGLER_REPORT names a directory (one environment lookup when it is unset or "off"). install() waits for
 horovod.mxnet to be imported, then wraps DistributedTrainer._allreduce_grads, which Trainer.step and
-Trainer.allreduce_grads both call. Gradient compression (sagemaker_mxnet_compression) wraps __init__: the two
+Trainer.allreduce_grads both call, and hvd.shutdown, where rank 0 writes its last report (as at interpreter exit). Gradient compression (sagemaker_mxnet_compression) wraps __init__: the two
 compose in either order. The first trainer to step over every rank (more than one) is timed; others run as they are.
 """
 
@@ -36,6 +36,15 @@ def wrap_trainer(module, directory: str) -> None:
 
     _allreduce_grads.__wrapped__ = original
     trainer_class._allreduce_grads = _allreduce_grads
+    original_shutdown = module.shutdown
+
+    def shutdown(*args, **kwargs):
+        if timed:
+            timed[0].finish()  # the built-in programs end with os._exit after it: no interpreter exit comes
+        return original_shutdown(*args, **kwargs)
+
+    shutdown.__wrapped__ = original_shutdown
+    module.shutdown = shutdown
 
 
 def spans_every_rank(module, trainer) -> bool:

@@ -11,8 +11,8 @@ allreduce work (a host short of CPU): a rank that leaves the allreduces late arr
 is counted there. Each rank's time between two meetings, over the steps between, is its step time.
 
 The meeting's allgather carries each rank's figures of the previous timed step to rank 0: no launcher channel is
-needed. At exit, rank 0 writes what it has (never a collective: the others may be gone); the report on disk is at most
-WRITE_EVERY_S old if rank 0 is killed.
+needed. At hvd.shutdown() and at exit, rank 0 writes what it has (never a collective: the others may be gone); the
+report on disk is at most WRITE_EVERY_S old if rank 0 is killed.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class Recorder:
         self.next_write = time.monotonic() + WRITE_EVERY_S
 
     def finish(self) -> None:
-        """At exit, rank 0: the report with every sample received."""
+        """At hvd.shutdown() or exit, rank 0: the report with every sample received."""
         if self.figures is not None and self.figures.received:
             self.write()
 
