@@ -30,13 +30,15 @@ from sagemaker_mxnet_straggler.report import write_report
 START_STEPS = 20  # not timed: the first steps allocate memory, compile and warm caches; the 20th is the origin
 EVERY = 10  # then one step in EVERY is timed
 WRITE_AFTER_SAMPLES = 5  # rank 0 writes the report once this many steps were timed
-WRITE_EVERY_S = 60.0  # then rewrites it this often, and at exit
+WRITE_EVERY_S = 60.0  # then rewrites it this often, and at hvd.shutdown() and exit
 LOG_AFTER_SAMPLES = 20  # rank 0's first log line once this many steps were timed (the job so far)
 LOG_EVERY_S = 300.0  # then a line at most this often (the steps since the last), and the launcher's at the end
 NAME = "smmh.straggler"  # Horovod's names of the recorder's collectives
 
 
 class Recorder:
+    """This process's side, bound to the one trainer it times; rank 0's also holds the ranks' figures."""
+
     def __init__(self, hvd, mx, trainer, directory: str):
         self.hvd, self.mx, self.trainer, self.directory = hvd, mx, trainer, directory
         self.rank = hvd.rank()
