@@ -44,6 +44,7 @@ def test_two_hosts_one_worker_each_as_awss_toolkit(image, tmp_path):
     master, other = result.master.logs, result.hosts[1].logs
     assert "train: started scheduler, server 0, worker 0" in master and "train: started server 1, worker 1" in other
     assert "1 host(s) checked in" in master and "mpirun" not in master and "sshd" not in other
+    assert "straggler report: off in a parameter-server job" in master
     assert "[worker 0] worker 0 (kvstore rank" in master  # each process's output, tagged with its name
     assert result.seconds < 60
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
-from sagemaker_mxnet_horovod.act import stacks
+from sagemaker_mxnet_horovod.act import stacks, straggler_report
 from sagemaker_mxnet_horovod.act.outcome_files import (
     clear_previous_outcome,
     copy_stray_outputs,
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
                              "(written to its log and output/data/stacks/), print this host's, and exit")
     args = parser.parse_args(argv)
 
-    env = dict(os.environ)
+    started, env = time.time(), dict(os.environ)
     paths = Paths(Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml")))
     if args.command == "stacks":
         return stacks.request_and_show(env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR), paths.output_data_dir / "stacks")
@@ -141,6 +142,9 @@ def main(argv=None) -> int:
     finally:
         if running is not None:
             copy_stray_outputs(running.stray_outputs, log)  # files written where SageMaker would not upload them
+    if running is not None:  # where rank 0 wrote it: its verdict, its path, its chart
+        straggler_report.finish(straggler_report.report_directory(running.env, env), started, stop.seconds_to_kill(),
+                                log)
     return report(paths, outcome)
 
 

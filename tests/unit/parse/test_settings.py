@@ -57,6 +57,15 @@ def test_gradient_compression_is_a_choice_from_the_hyperparameter_or_the_environ
         parse_launcher_settings({"horovod_gradient_compression": "bf16"}, {})
 
 
+def test_the_straggler_report_is_on_unless_the_hyperparameter_or_the_environment_turns_it_off():
+    assert parse_launcher_settings({}, {})[0].horovod_straggler_report is True
+    assert parse_launcher_settings({}, {"HOROVOD_STRAGGLER_REPORT": "false"})[0].horovod_straggler_report is False
+    assert parse_launcher_settings({"horovod_straggler_report": "true"},
+                                   {"HOROVOD_STRAGGLER_REPORT": "false"})[0].horovod_straggler_report is True
+    with pytest.raises(ConfigError, match="horovod_straggler_report"):
+        parse_launcher_settings({"horovod_straggler_report": "sometimes"}, {})
+
+
 def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2

@@ -17,6 +17,7 @@ from sagemaker_mxnet_horovod.plan.env_rules import (
     horovod_hyperparameters,
     nccl_debug,
     program_environment,
+    straggler_report,
     warm_pool_cache,
 )
 from unit_helpers.rule_cases import GPU8, job, settings, two_hosts
@@ -121,6 +122,23 @@ def test_gradient_compression_reaches_every_rank_and_none_sets_nothing():
     assert settings(horovod_hyperparameters(job(horovod_gradient_compression="FP16"))) == {
         "HOROVOD_GRADIENT_COMPRESSION": "fp16"}
     assert horovod_hyperparameters(job(horovod_gradient_compression="none")) == []
+
+
+def test_the_straggler_report_is_written_under_output_data_in_every_mpi_job_unless_turned_off():
+    assert settings(straggler_report(two_hosts())) == {"SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler"}
+    assert settings(straggler_report(job(sagemaker_mpi_num_of_processes_per_host="2"))) == {
+        "SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler"}
+    assert straggler_report(two_hosts(horovod_straggler_report="false")) == []
+    assert straggler_report(job()) == []  # one process: no rank to wait for
+    # The user's own value wins (apply_rules), as for any default; the start log says so.
+    env, notes = apply_rules((straggler_report,), two_hosts(env={"SMMH_STRAGGLER_REPORT": "off"}))
+    assert env == {} and notes[0].startswith("SMMH_STRAGGLER_REPORT=off (set by you; default would be /opt/ml/")
+
+
+def test_the_straggler_report_is_off_in_a_parameter_server_job_and_the_start_log_says_so():
+    assert straggler_report(two_hosts(sagemaker_parameter_server_enabled="true")) == [
+        "straggler report: off in a parameter-server job (horovod_straggler_report times hvd.DistributedTrainer's "
+        "allreduces; kvstore workers have none)"]
 
 
 def test_hang_watch_from_the_hyperparameters():

@@ -23,13 +23,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from sagemaker_mxnet_straggler.hook import VARIABLE as STRAGGLER_VARIABLE
+
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.core.plan import Program, ShmBudget
 from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
-from sagemaker_mxnet_horovod.plan.layout import Layout
+from sagemaker_mxnet_horovod.plan.layout import MPI, PARAMETER_SERVER, Layout
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,20 @@ def horovod_hyperparameters(job: PlanInputs) -> list[Setting]:
     return found
 
 
+def straggler_report(job: PlanInputs) -> list[Setting | str]:
+    """Where every MPI rank's straggler recorder (the image's sagemaker_mxnet_straggler.pth) has rank 0 write its
+    report. It times hvd.DistributedTrainer, which a parameter-server job does not use: off there, said."""
+    if not job.config.settings.horovod_straggler_report:
+        return []
+    if job.layout.distribution == PARAMETER_SERVER:
+        return [f"straggler report: off in a parameter-server job ({KEYS.horovod_straggler_report} times "
+                "hvd.DistributedTrainer's allreduces; kvstore workers have none)"]
+    if job.layout.distribution != MPI:
+        return []  # one process: no other rank to wait for
+    return [Setting(STRAGGLER_VARIABLE, str(job.config.paths.output_data_dir / "straggler"),
+                    f"{KEYS.horovod_straggler_report}: which rank the others wait for, in the log and this report")]
+
+
 # Horovod checks for stalled collectives every this many seconds at most (its own default): each check
 # warns on rank 0's stderr, naming the missing ranks, long before the stall ends the job.
 STALL_CHECK_MAX_S = 60
@@ -263,6 +279,7 @@ RULES: tuple[Rule, ...] = (
     fusion_off_on_old_drivers,
     program_environment,
     horovod_hyperparameters,
+    straggler_report,
     nccl_debug,
     hang_watch,
     shm_size_check,
