@@ -185,12 +185,13 @@ $(VENV)/.tools-installed: requirements-dev.txt | check-ca
 # --durations: the slowest tests in every log, for keeping `make test` within its time budget (docs/testing.md).
 test: check-python tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider --durations=20 tests/unit tests/structure \
-	  tests/integration tests/faults
+	  tests/benchmarks tests/integration tests/faults
 
 # The fast loop: host-only tests, no image, no Docker daemon needed by most (seconds). tests/structure's
-# static tests read the build files; test_push.py runs make push against a fake aws and docker.
-unit: tools ## Host unit tests (tests/unit, tests/structure/test_*.py) in seconds, no image build
-	$(PY) -m pytest -p no:cacheprovider -q tests/unit tests/structure
+# static tests read the build files; test_push.py runs make push against a fake aws and docker; tests/benchmarks
+# checks the studies' arithmetic on small records.
+unit: tools ## Host unit tests (tests/unit, tests/structure/test_*.py, tests/benchmarks) in seconds, no image build
+	$(PY) -m pytest -p no:cacheprovider -q tests/unit tests/structure tests/benchmarks
 
 # Supply chain (docs/supply-chain.md). Each image carries its SBOM and license report in /usr/share/sbom,
 # written by its build; `make sbom` copies them out, `make audit` checks its Python packages for advisories.

@@ -11,7 +11,7 @@ threads), of Open MPI's daemons (orted, mpirun) and of the rest of the container
 With --timeline, one more run of the first variant writes Horovod's timeline on rank 0 (the launcher's
 horovod_timeline hyperparameter), and its allreduces are split per step into negotiation (waiting until every
 rank has submitted the tensor: the slowest rank's compute plus coordination cycles) and the allreduce itself.
-A variant that makes the job fail is reported as FAILED and the run goes on. Figures: docs/benchmarks.md.
+A variant that makes the job fail is reported as FAILED and the run goes on. Figures: docs/benchmarks/horovod-tuning.md.
 
   python3 -m benchmarks.horovod_tuning --image IMAGE --data /path/to/mnist [--layout "2 hosts x 1 rank"]
       [--batch 64] [--variant 'name:ENV=VALUE,ENV=VALUE' ...] [--mpi-option 'name:-mca x y' ...]

@@ -34,7 +34,7 @@ script's own (that variant's links' TCP congestion control). Needs root, tc and 
 
 TCP congestion control: the shaped hosts' namespaces use cubic, Linux's default, unless told. This machine's
 kernel defaults to bbr, under which Open MPI's exchanges on a shaped link lost up to 0.13 of linear against
-cubic (docs/benchmarks.md); raw TCP exchanges of the same sizes lost less (benchmarks/tcp_exchange.py).
+cubic (docs/benchmarks/link-scaling.md); raw TCP exchanges of the same sizes lost less (benchmarks/tcp_exchange.py).
 A container's namespace can set only the algorithms of the kernel's net.ipv4.tcp_allowed_congestion_control (some
 kernels list "reno bbr" only): the script refuses before any job starts, naming the sysctl that allows cubic.
 """
@@ -54,7 +54,7 @@ from benchmarks.common import charts, link_timeline
 from benchmarks.common import emulated_link as link
 from benchmarks.common import link_workloads as workloads
 from benchmarks.common.machine import load
-from benchmarks.common.scaling_jobs import placement
+from benchmarks.common.scaling_jobs import efficiency, placement
 from scripts.local_job import DOCKER, run_job
 
 DEFAULTS = "defaults:"
@@ -180,7 +180,7 @@ def main() -> int:
     parser.add_argument("--congestion-control", default="cubic",
                         help="TCP congestion control in the shaped hosts' namespaces: Linux's default, cubic, unless "
                              "told; 'system' keeps this machine's (bbr here, which costs Open MPI's exchanges "
-                             "on these links: docs/benchmarks.md)")
+                             "on these links: docs/benchmarks/link-scaling.md)")
     parser.add_argument("--queue-ms", type=float, default=link.QUEUE_MS, help="the emulated link's queue")
     parser.add_argument("--flow-cap", type=float, help="cap every TCP connection at this share of the link's rate "
                         "(EC2: 5 or 10 Gbit/s a flow, e.g. 0.4 of 25 Gbit/s)")
@@ -263,8 +263,8 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
     ranks = args.hosts * args.ranks_per_host
     if args.control and not name.endswith("gpu-like"):
         control = run_control(workload, args, workdir / "control")
-        results.setdefault((name, "control"), []).append(control / (args.hosts * one))
-        say(round_, name, "control", f"{control:8.3f} samples/s = {control / (args.hosts * one):.2f} of linear")
+        results.setdefault((name, "control"), []).append(efficiency(control, args.hosts, one))
+        say(round_, name, "control", f"{control:8.3f} samples/s = {efficiency(control, args.hosts, one):.2f} of linear")
     per_host = link.ring_bytes_per_host(alone["gradient_bytes"], args.hosts)
     for ratio in ratios:
         rate = link.rate_for(ratio, per_host, alone["step_s"]) if ratio else None
@@ -276,10 +276,10 @@ def run_round(args, workload, ratios: list, variants: list, results: dict, workd
             except workloads.JobFailed as error:
                 say(round_, name, f"ratio {ratio or 'unshaped'} {variant}", f"FAILED: {str(error)[:800]}")
                 continue
-            efficiency = record["samples_per_s"] / (ranks * one)
-            results.setdefault((name, ratio, variant), []).append(efficiency)
+            scaled = efficiency(record["samples_per_s"], ranks, one)
+            results.setdefault((name, ratio, variant), []).append(scaled)
             say(round_, name, f"ratio {ratio or 'unshaped'} {variant}",
-                f"{record['step_s'] * 1000:7.1f} ms a step, {efficiency:.2f} of linear"
+                f"{record['step_s'] * 1000:7.1f} ms a step, {scaled:.2f} of linear"
                 + (f" (link {rate / 1e6:.0f} Mbit/s" if rate else "") + (f", overlap limit {limit:.2f}" if limit else "")
                 + (")" if rate else ""))
         if args.phases and "gradients_ready" in alone:

@@ -56,7 +56,7 @@ from pathlib import Path
 from benchmarks.common import charts
 from benchmarks.common.machine import load
 from benchmarks.common.rank_cpu import CpuSampler, per_rank_step
-from benchmarks.common.scaling_jobs import placement, prepare_data, steady_rate
+from benchmarks.common.scaling_jobs import efficiency, placement, prepare_data, steady_rate
 from scripts.local_job import DOCKER, Channel, JobSpec, run_job
 
 MNIST_BATCH = 64  # per worker
@@ -144,7 +144,7 @@ def report(rates: dict, cpu: dict, args) -> None:
             control = statistics.median(rates[(model, workers, "control")])
             for layout in LAYOUTS:
                 rate = statistics.median(rates[(model, workers, layout)])
-                scaled = "-" if layout == "alone" else f"{rate / (workers * alone):.2f}"
+                scaled = "-" if layout == "alone" else f"{efficiency(rate, workers, alone):.2f}"
                 versus = "-" if layout in ("alone", "control") else f"{rate / control:.2f}"
                 print(f"{model:12s} {workers:7d} {layout:12s} {rate:11.3f} {scaled:>13s} {versus:>11s}")
     if not cpu:

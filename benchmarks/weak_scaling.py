@@ -32,7 +32,14 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common.machine import load
-from benchmarks.common.scaling_jobs import CONFIGURATIONS, CONTROL, prepare_data, run_configuration, run_control
+from benchmarks.common.scaling_jobs import (
+    CONFIGURATIONS,
+    CONTROL,
+    efficiency,
+    prepare_data,
+    run_configuration,
+    run_control,
+)
 
 
 def main() -> int:
@@ -86,7 +93,7 @@ def main() -> int:
         for name in [*CONFIGURATIONS, CONTROL]:
             rate = statistics.median(rates[(batch, name)])
             ranks = 1 if name == "1 host x 1 rank" else 2
-            print(f"{batch:10d} {name:34s} {rate:10.3f} {rate / (ranks * one):14.2f} "
+            print(f"{batch:10d} {name:34s} {rate:10.3f} {efficiency(rate, ranks, one):14.2f} "
                   + (f"{rate / control:11.2f}" if ranks == 2 else f"{'-':>11s}"))
     return 0
 

@@ -1,7 +1,8 @@
 """Shared by every test directory.
 
-TESTS_MUST_NOT_SKIP=1 (set where the tests run inside the image) turns a skip into a failure: there, a
-missing MXNet, Horovod or mpirun is a broken image, not a reason to skip. Both kinds of skip count: a test's
+TESTS_MUST_NOT_SKIP=1 (set where the tests run inside the image, and by CI's host runs) turns a skip into a
+failure: in the image a missing MXNet, Horovod or mpirun is a broken image, not a reason to skip; on CI's host (root,
+Docker) a tmpfs or a namespace the test cannot make is a broken machine. Both kinds of skip count: a test's
 own (a skip mark, a fixture's pytest.skip) and a whole module's at collection (a module-level
 pytest.importorskip), which would otherwise leave the module's tests out of the run without a word.
 """

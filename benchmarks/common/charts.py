@@ -8,6 +8,8 @@ import json
 import statistics
 from pathlib import Path
 
+from benchmarks.common.scaling_jobs import efficiency
+
 
 def add_options(parser, written: str, drawn: str) -> None:
     """A study's --json (what it writes), --chart (what it draws from that JSON) and --redraw options."""
@@ -84,26 +86,38 @@ SCALING_LAYOUTS = {"horovod": ("Horovod", {"linewidth": 2.5, "marker": "o"}),
                    "control": ("control: N independent jobs", {"marker": "x", "linestyle": ":", "color": "grey"})}
 
 
-def scaling_efficiency(record_path: Path, png: Path) -> None:
-    """Efficiency by worker (= host) count (benchmarks/parameter_server_scaling.py's --json), one panel per model:
-    throughput / (N x one worker alone with the same CPU), Horovod's definition, per layout; the line through the
-    medians of the rounds (median throughput / N x median alone), each round's own ratio as a dot; linear = 1.0."""
-    record = json.loads(Path(record_path).read_text())
-    plt = pyplot()
-    models = [model for model in record["models"] if record["rates"].get(model)]
-    figure, panels = plt.subplots(1, len(models), figsize=(6.4 * len(models), 4.2), dpi=100, squeeze=False)
-    for axes, model in zip(panels[0], models):
-        by_workers = {int(workers): layouts for workers, layouts in record["rates"][model].items()}
+def scaling_curves(record: dict) -> dict:
+    """What scaling_efficiency draws from benchmarks/parameter_server_scaling.py's --json: model -> layout (those
+    every worker count has) -> per worker count N (= hosts), (N, the efficiency of the rounds' medians: median
+    throughput / (N x the median of one worker alone), [each round's own: its throughput / (N x its alone)])."""
+    curves = {}
+    for model in record["models"]:
+        by_workers = {int(workers): layouts for workers, layouts in record["rates"].get(model, {}).items()}
         counts = sorted(by_workers)
+        curves[model] = {
+            layout: [(n, efficiency(statistics.median(by_workers[n][layout]), n,
+                                    statistics.median(by_workers[n]["alone"])),
+                      [efficiency(rate, n, alone) for rate, alone in zip(by_workers[n][layout], by_workers[n]["alone"])])
+                     for n in counts]
+            for layout in SCALING_LAYOUTS if counts and all(by_workers[n].get(layout) for n in counts)}
+    return {model: curve for model, curve in curves.items() if curve}
+
+
+def scaling_efficiency(record_path: Path, png: Path) -> None:
+    """Efficiency by worker (= host) count (scaling_curves), one panel per model: throughput / (N x one worker alone
+    with the same CPU), Horovod's definition, per layout; the line through the medians of the rounds, each round's
+    own ratio as a dot; linear = 1.0."""
+    record = json.loads(Path(record_path).read_text())
+    curves = scaling_curves(record)
+    plt = pyplot()
+    figure, panels = plt.subplots(1, len(curves), figsize=(6.4 * len(curves), 4.2), dpi=100, squeeze=False)
+    for axes, (model, layouts) in zip(panels[0], curves.items()):
+        counts = sorted(int(workers) for workers in record["rates"][model])
         axes.axhline(1.0, color="black", linewidth=1, linestyle="--", label="linear (N x one worker alone)")
-        for layout, (label, style) in SCALING_LAYOUTS.items():
-            if not all(by_workers[n].get(layout) for n in counts):
-                continue
-            medians = [statistics.median(by_workers[n][layout]) / (n * statistics.median(by_workers[n]["alone"]))
-                       for n in counts]
-            line = axes.plot(counts, medians, label=label, **style)[0]
-            for n in counts:
-                rounds = [rate / (n * alone) for rate, alone in zip(by_workers[n][layout], by_workers[n]["alone"])]
+        for layout, points in layouts.items():
+            label, style = SCALING_LAYOUTS[layout]
+            line = axes.plot([n for n, _, _ in points], [median for _, median, _ in points], label=label, **style)[0]
+            for n, _, rounds in points:
                 axes.scatter([n] * len(rounds), rounds, color=line.get_color(), alpha=0.35, s=12)
         axes.set_xticks(counts, [str(n) for n in counts])
         axes.margins(x=0.15)
@@ -180,9 +194,9 @@ def link_sweep(record_path: Path, png: Path) -> None:
                              label=label)[0]
             for x, values in points:
                 axes.scatter([x] * len(values), values, color=line.get_color(), alpha=0.35, s=12)
-    for label, ratio, efficiency, offset in AWS_POINTS:
-        axes.scatter([ratio], [efficiency], marker="*", s=90, color="black", zorder=3)
-        axes.annotate(f"AWS: {label}", (ratio, efficiency), textcoords="offset points", xytext=offset, fontsize=7)
+    for label, ratio, published, offset in AWS_POINTS:
+        axes.scatter([ratio], [published], marker="*", s=90, color="black", zorder=3)
+        axes.annotate(f"AWS: {label}", (ratio, published), textcoords="offset points", xytext=offset, fontsize=7)
     axes.set_xlabel("link ratio (a host's bytes a step / link rate / compute a step)")
     axes.set_ylabel("efficiency (throughput / N x one rank alone)")
     axes.set_ylim(0, 1.1)

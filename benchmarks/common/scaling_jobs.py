@@ -1,6 +1,7 @@
 """The jobs the scaling studies run (weak_scaling, horovod_tuning, parameter_server_scaling, link_scaling,
 compression_accuracy): MNIST (or a few Faster R-CNN iterations) on 1 or 2 hosts pinned to this machine's cores, the
-data they train on, their steady throughput, and the control (two independent 1-rank jobs, one per core)."""
+data they train on, their steady throughput, the control (two independent 1-rank jobs, one per core), and the
+efficiency every scaling study reports."""
 
 from __future__ import annotations
 
@@ -22,6 +23,12 @@ CONFIGURATIONS = {
     "1 host x 2 ranks": (1, 2, {"algo-1": "0,1"}),
 }
 CONTROL = "control: 2 x 1 rank, independent"
+
+
+def efficiency(throughput: float, workers: int, alone: float) -> float:
+    """Horovod's scaling efficiency: the throughput of N workers (or ranks) against N x one worker alone with the same
+    resources; linear = 1.0."""
+    return throughput / (workers * alone)
 
 
 def real_subset(source: Path, target: Path, train: int) -> None:

@@ -109,8 +109,9 @@ class MnistTraining:
         self.lr = config.lr * s.size  # linear scaling: the global batch is size x batch_size
         # One grouped allreduce per step instead of one per parameter (8): one negotiation, one MPI call.
         # With 1 core per rank Horovod's per-tensor work competes with the compute: on 2 hosts x 1 rank,
-        # batch 64, Python's and Horovod's threads took 1.5-4 ms less CPU per step and the job ran a median
-        # 0.03 closer to the control (9 rounds side by side; docs/benchmarks.md). The sums are the same.
+        # batch 64, Python's thread took 1.5-2.5 ms and Horovod's 2-4 ms less CPU per step and the job ran a
+        # median 0.03 closer to the control (12 rounds side by side; docs/benchmarks/horovod-tuning.md). The sums
+        # are the same.
         self.trainer = s.trainer(self.net.collect_params(), "sgd",
                                  {"learning_rate": self.lr, "momentum": config.momentum, "wd": config.wd},
                                  gradient_groups=1)

@@ -34,15 +34,19 @@ def docker_time(text: str) -> float | None:
     return stamp.timestamp() + float(f"0.{fraction or 0}")
 
 
-def create_network(name: str, fixed_addresses: bool) -> str | None:
+def create_network(name: str, fixed_addresses: bool, isolated: bool = False) -> str | None:
     """A private bridge network. With fixed_addresses, on a /24 of our own (returns "10.A.B"), so a
-    container can be reconnected with the same address; a random one, retried if it overlaps another."""
+    container can be reconnected with the same address; a random one, retried if it overlaps another. Isolated
+    (docker's --internal): nothing beyond the job's containers answers, as under SageMaker's network isolation or
+    in a VPC subnet without a NAT gateway (a connection elsewhere gets no answer, a name outside the job does not
+    resolve)."""
+    internal = ["--internal"] if isolated else []
     if not fixed_addresses:
-        docker("network", "create", name)
+        docker("network", "create", *internal, name)
         return None
     for _ in range(10):
         prefix = f"10.{secrets.randbelow(56) + 200}.{secrets.randbelow(256)}"
-        if docker("network", "create", "--subnet", f"{prefix}.0/24", name, check=False).returncode == 0:
+        if docker("network", "create", *internal, "--subnet", f"{prefix}.0/24", name, check=False).returncode == 0:
             return prefix
     raise RuntimeError(f"could not create network {name}: no free 10.x.y.0/24 found")
 
@@ -77,7 +81,10 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
     if host in spec.cpusets:
         args += ["--cpuset-cpus", spec.cpusets[host]]
-    if host in spec.cpus:
+    if host in spec.cpus and spec.cpu_period_us:
+        args += ["--cpu-period", str(spec.cpu_period_us),
+                 "--cpu-quota", str(round(float(spec.cpus[host]) * spec.cpu_period_us))]
+    elif host in spec.cpus:
         args += ["--cpus", spec.cpus[host]]
     if spec.cpu_shares:
         args += ["--cpu-shares", str(spec.cpu_shares)]

@@ -29,7 +29,7 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None) -> JobResu
     project = project or f"smj-{secrets.token_hex(3)}"
     hosts = host_names(spec.hosts)
     network = f"{project}-net"
-    subnet = create_network(network, fixed_addresses=bool(spec.network_alias_delays))
+    subnet = create_network(network, fixed_addresses=bool(spec.network_alias_delays), isolated=spec.isolated)
     stop_feeding = threading.Event()
     handle = RunningJob(project)
     started_at = time.monotonic()

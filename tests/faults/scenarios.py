@@ -4,7 +4,8 @@ Each scenario builds a local_job.JobSpec (fault_jobs.py: optionally with a `duri
 a container at a chosen moment) and states the expected exit code of every host, the first line of the master's
 (and, where it matters, the worker's) /opt/ml/output/failure, and how many seconds may pass from the fault to the
 last container's exit. fault_harness.py runs one under this image's launcher or under the sagemaker-training
-toolkit's MPI runner (same image) and judges it; ps_faults.py holds the parameter server's.
+toolkit's MPI runner (same image) and judges it; ps_faults.py holds the parameter server's, requirements_faults.py
+a user's requirements.txt's.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from fault_jobs import (
 )
 from local_job import Channel
 from ps_faults import PS_SCENARIOS
+from requirements_faults import REQUIREMENTS_SCENARIOS
 
 SCENARIOS = [
     Scenario("worker container never starts", "master fails naming algo-2 within the peer timeout (10 s)",
@@ -189,4 +191,5 @@ SCENARIOS = [
              worker_failure=r"^worker algo-2: the master algo-1 rejected this worker: the job ended before algo-2 "
                             r"checked in: cluster setup failed on master algo-1: worker algo-3: sshd on algo-3"),
     *PS_SCENARIOS,
+    *REQUIREMENTS_SCENARIOS,
 ]

@@ -1,9 +1,9 @@
-"""act/gloo_ranks.py against Horovod's own assignment of ranks to hosts (horovodrun --gloo's:
+"""backends/mpi/gloo_ranks.py against Horovod's own assignment of ranks to hosts (horovodrun --gloo's:
 horovod.runner.common.util.hosts.get_host_assignments), for the layouts the launcher's mpirun makes (equal slots per
 host, by slot). Runs inside the image (make image-tests): Horovod's runner is there only."""
 
 import pytest
-from sagemaker_mxnet_horovod.act.gloo_ranks import horovod_rank_variables
+from sagemaker_mxnet_horovod.backends.mpi.gloo_ranks import horovod_rank_variables
 
 hosts = pytest.importorskip("horovod.runner.common.util.hosts",
                             reason="needs the image's Horovod: run inside the image (make image-tests)")

@@ -1,6 +1,6 @@
 """SageMaker Debugger across 2 hosts (real containers, scripts/local_job/): a debughookconfig.json as SDK v2 makes
 SageMaker write it (tests/fixtures/debugger), the built-in MNIST, a user's script with smdebug's API, one without
-(zero code change), and configurations that cannot be used. Every host's /opt/ml/output/tensors is what SageMaker
+(zero code change), under Horovod and under the parameter server, and configurations that cannot be used. Every host's /opt/ml/output/tensors is what SageMaker
 uploads to the one S3OutputPath; the tests merge the hosts' directories as that prefix would, and read them with
 smdebug's trial API inside the image (tests/integration/code/debugger/read_trial.py)."""
 
@@ -36,8 +36,9 @@ def mnist_job(image, workdir, data, config_text, **hyperparameters):
                            config_files={"debughookconfig.json": config_text}), workdir)
 
 
-def script_job(image, workdir, script, config_text):
-    hps = {"sagemaker_program": script, "sagemaker_submit_directory": "/opt/ml/code", "mpi_peer_timeout_s": "60"}
+def script_job(image, workdir, script, config_text, **hyperparameters):
+    hps = {"sagemaker_program": script, "sagemaker_submit_directory": "/opt/ml/code", "mpi_peer_timeout_s": "60",
+           **hyperparameters}
     return run_job(JobSpec(image=image, hosts=2, hyperparameters=hps, code_dir=CODE, timeout_s=600,
                            config_files={"debughookconfig.json": config_text}), workdir)
 
@@ -107,6 +108,23 @@ def test_a_users_gluon_script_saves_with_its_own_hook_or_with_none(image, tmp_pa
     assert weight["steps"] == [0, 2, 4, 6] and weight["changed"], found
     assert loss["steps"] == [0, 2, 4, 6] and loss["changed"], found
     assert found["eval_steps"] == [0], found  # 2 validation batches, every 2 steps: the first
+
+
+def test_a_users_gluon_script_under_the_parameter_server_saves_from_worker_0_only(image, tmp_path):
+    """distribution={'parameter_server': ...}, a dist_sync script without smdebug (zero code change), 2 hosts x 1
+    worker: smdebug sees no Horovod there and would name each worker worker_0, so the hosts' files would take each
+    other's names under the one S3OutputPath. Only worker 0 (algo-1) saves: every step once, both modes."""
+    config = hook_config("sdk-v2-collections", CollectionConfigurations=[
+        {"CollectionName": "weights"}, {"CollectionName": "losses"}])
+    result = script_job(image, tmp_path, "gluon_dist_sync.py", config, sagemaker_parameter_server_enabled="true")
+    assert result.exit_codes == [0, 0], result.describe()
+    assert not list((result.hosts[1].root / "output" / "tensors").glob("**/*.tfevents")), "worker 1 saved"
+    found = read_trial(image, uploaded(result, tmp_path), "dense0_weight", "softmaxcrossentropyloss0_output_0")
+    assert found["workers"] == ["worker_0"], found
+    weight, loss = found["tensors"]["dense0_weight"], found["tensors"]["softmaxcrossentropyloss0_output_0"]
+    assert weight["steps"] == [0, 2, 4, 6] and weight["changed"], found  # 8 steps, every 2
+    assert loss["steps"] == [0, 2, 4, 6] and loss["changed"], found
+    assert found["eval_steps"] == [0], found
 
 
 def test_configurations_that_cannot_be_used_leave_the_job_training(image, mnist_data, tmp_path):

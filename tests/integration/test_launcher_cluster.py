@@ -51,14 +51,45 @@ def test_two_hosts_two_processes_each(image, tmp_path):
     assert {record["instance_type"] for _, record in records.values()} == {"local"}
 
 
-def test_hosts_on_instances_of_their_own_keep_their_cores(image, tmp_path):
-    # A SageMaker instance type: each host is alone on its instance and its ranks split its cores between them.
-    result = run(image, tmp_path, hps={"sagemaker_mpi_num_of_processes_per_host": "2"}, instance_type="ml.c5.xlarge")
+# Every route by which a user sets a variable (docs/launcher.md, "Who wins"), for variables the launcher plans too:
+# OMP_NUM_THREADS, a HOROVOD_* (its stall check) and an MXNET_* (MXNET_HOME, under a warm pool's cache).
+USER_ENVIRONMENT = {"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": "/opt/ml/warm", "OMP_NUM_THREADS": "2",
+                    "HOROVOD_STALL_CHECK_TIME_SECONDS": "7", "PIP_CACHE_DIR": "/opt/ml/my-pip"}
+USER_OPTIONS = "-x OMP_NUM_THREADS=3 -x MXNET_HOME=/opt/ml/my-mxnet -x PIP_CACHE_DIR -x MY_VAR=hello --NCCL_DEBUG=VERSION"
+WHAT_EACH_RANK_GETS = {
+    "OMP_NUM_THREADS": "3",  # -x over the environment's 2 and the launcher's cores per rank
+    "MXNET_HOME": "/opt/ml/my-mxnet",  # -x over the launcher's warm-pool default
+    "PIP_CACHE_DIR": "/opt/ml/my-pip",  # the environment's, forwarded by -x NAME, over the warm-pool default
+    "HOROVOD_STALL_CHECK_TIME_SECONDS": "7",  # the environment's, over the launcher's 60
+    "HOROVOD_FUSION_THRESHOLD": str(8 * 1024 * 1024),  # the launcher's hyperparameter horovod_fusion_threshold_mb
+    "NCCL_DEBUG": "VERSION",  # --NCCL_DEBUG
+    "MY_VAR": "hello",  # -x, a variable of the user's own
+}
+
+
+def test_hosts_on_instances_of_their_own_keep_their_cores_and_every_route_of_the_users_wins(image, tmp_path):
+    # A SageMaker instance type: each host is alone on its instance and its ranks split its cores between them. The
+    # user sets variables by every route, and every rank of both hosts reports what it got.
+    result = run(image, tmp_path, hps={"sagemaker_mpi_num_of_processes_per_host": "2", "horovod_fusion_threshold_mb": "8",
+                                       "sagemaker_mpi_custom_mpi_options": USER_OPTIONS,
+                                       "report-env": ",".join(WHAT_EACH_RANK_GETS)},
+                 env=USER_ENVIRONMENT, instance_type="ml.c5.xlarge")
     assert result.exit_codes == [0, 0], result.describe()
     records = rank_records(result)
-    for _, record in records.values():  # the cores the rank may run on, by its own count
-        assert record["omp_num_threads"] == str(max(1, record["cpus"] // 2))
-    assert re.search(r"OMP_NUM_THREADS=\d+ \(\d+ cores / 2 ranks per host\)", result.master.logs)
+    assert sorted(records) == [0, 1, 2, 3]
+    for rank, (_, record) in records.items():
+        assert record["env"] == WHAT_EACH_RANK_GETS, rank
+    # The start log names each default the user replaced; the cores a rank may run on, by its own count, halved.
+    cpus = {record["cpus"] for _, record in records.values()}
+    assert len(cpus) == 1, cpus
+    cores_per_rank = max(1, cpus.pop() // 2)
+    assert re.search(rf"OMP_NUM_THREADS=3 \(set by you; default would be {cores_per_rank}: \d+ cores / 2 ranks per "
+                     r"host\)", result.master.logs)
+    for host in result.hosts:
+        for replaced in ("MXNET_HOME=/opt/ml/my-mxnet (set by you; default would be /opt/ml/warm/mxnet: ",
+                         "PIP_CACHE_DIR=/opt/ml/my-pip (set by you; default would be /opt/ml/warm/pip: ",
+                         "HOROVOD_STALL_CHECK_TIME_SECONDS=7 (set by you; default would be 60: "):
+            assert replaced in host.logs, (host.name, replaced)
     assert {record["instance_type"] for _, record in records.values()} == {"ml.c5.xlarge"}
 
 

@@ -1,6 +1,7 @@
 """The built-in MNIST program as SageMaker runs it: 2 hosts, File and Pipe mode, bad input."""
 
 import json
+import math
 import re
 import subprocess
 
@@ -39,6 +40,16 @@ def test_two_hosts_file_mode_learns(image, mnist_data, tmp_path):
     epoch_lines = [line for line in result.master.logs.splitlines()
                    if "train_loss=" in line and "val_accuracy=" in line]
     assert len(epoch_lines) == 3 and all(line.count("<stdout>") == 1 for line in epoch_lines), epoch_lines
+    # The straggler report, on by default: the built-in program's trainer timed, no rank of a balanced job named;
+    # written at hvd.shutdown() (the program ends with os._exit), with every timed step but the last: the ranks meet
+    # at steps 30, 40, ... and each meeting brings the figures of the one before.
+    report = json.loads((result.master.root / "output" / "data" / "straggler" / "report.json").read_text())
+    steps = sum(math.ceil(epoch["train_samples"] / 2 / 64) for epoch in metrics["history"])
+    assert report["steps"]["last_timed"] == 20 + 10 * ((steps - 20) // 10) - 10, (steps, report["steps"])
+    assert not report["verdict"]["stands_out"], report["verdict"]
+    assert f"train: straggler report: {report['verdict']['text']}" in result.master.logs
+    assert report["verdict"]["text"].startswith("no rank stands out: the latest, rank ")
+    assert (result.master.root / "output" / "data" / "straggler" / "lateness.png").is_file()
 
 
 def gradient_dtypes(timeline):

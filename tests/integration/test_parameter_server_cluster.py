@@ -44,13 +44,25 @@ def test_two_hosts_one_worker_each_as_awss_toolkit(image, tmp_path):
     master, other = result.master.logs, result.hosts[1].logs
     assert "train: started scheduler, server 0, worker 0" in master and "train: started server 1, worker 1" in other
     assert "1 host(s) checked in" in master and "mpirun" not in master and "sshd" not in other
+    assert "straggler report: off in a parameter-server job" in master
     assert "[worker 0] worker 0 (kvstore rank" in master  # each process's output, tagged with its name
     assert result.seconds < 60
 
 
-def test_three_hosts_two_workers_each_and_two_servers(image, tmp_path):
+# The user's variables, by every route a parameter-server job has (docs/launcher.md, "Who wins"), for variables the
+# launcher plans too: OMP_NUM_THREADS, a HOROVOD_* (its stall check) and an MXNET_* (MXNET_HOME, under a warm pool).
+USER_ENVIRONMENT = {"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": "/opt/ml/warm", "OMP_NUM_THREADS": "3",
+                    "HOROVOD_STALL_CHECK_TIME_SECONDS": "7", "MXNET_HOME": "/opt/ml/my-mxnet"}
+WHAT_EACH_WORKER_GETS = {"OMP_NUM_THREADS": "3", "HOROVOD_STALL_CHECK_TIME_SECONDS": "7", "MXNET_HOME": "/opt/ml/my-mxnet",
+                         "HOROVOD_FUSION_THRESHOLD": str(8 * 1024 * 1024)}  # the last: a launcher hyperparameter's
+
+
+def test_three_hosts_two_workers_each_and_two_servers_and_the_users_variables_win(image, tmp_path):
     result = run(image, tmp_path, hosts=3, hps={**PS, "sagemaker_mpi_num_of_processes_per_host": "2",
-                                                "sagemaker_parameter_server_num_servers": "2"})
+                                                "sagemaker_parameter_server_num_servers": "2",
+                                                "horovod_fusion_threshold_mb": "8",
+                                                "report-env": ",".join(WHAT_EACH_WORKER_GETS)},
+                 env=USER_ENVIRONMENT)
     assert result.exit_codes == [0, 0, 0], result.describe()
     records = worker_records(result)
     assert sorted(records) == list(range(6))
@@ -59,9 +71,15 @@ def test_three_hosts_two_workers_each_and_two_servers(image, tmp_path):
     assert sorted(record["rank"] for _, record in records.values()) == list(range(6))  # ps-lite's own numbers
     assert all(record["sum"] == [21.0] * 4 and record["dmlc"]["DMLC_NUM_SERVER"] == "2"
                for _, record in records.values())
-    # 3 hosts x 2 workers on this machine (local_job's instance type "local"): the cores a worker may run on, over 6.
-    for _, record in records.values():
-        assert record["omp_num_threads"] == str(max(1, record["cpus"] // 6))
+    assert all(record["env"] == WHAT_EACH_WORKER_GETS for _, record in records.values())
+    # 3 hosts x 2 workers on this machine (local_job's instance type "local"): the launcher's default, which the
+    # user's 3 replaced, is the cores a worker may run on, over 6; the start log of every host says so.
+    cpus = {record["cpus"] for _, record in records.values()}
+    assert len(cpus) == 1, cpus
+    default = max(1, cpus.pop() // 6)
+    for host in result.hosts:
+        assert f"OMP_NUM_THREADS=3 (set by you; default would be {default}: " in host.logs, host.name
+        assert "MXNET_HOME=/opt/ml/my-mxnet (set by you; default would be /opt/ml/warm/mxnet: " in host.logs
     assert "train: started server 1, worker 2, worker 3" in result.hosts[1].logs
     assert "train: started worker 4, worker 5" in result.hosts[2].logs  # no server on the third host
     assert result.seconds < 90

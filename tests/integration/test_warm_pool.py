@@ -1,5 +1,7 @@
 """SageMaker managed warm pools: with SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY set, pip's cache (the user's
-requirements.txt) and MXNET_HOME (pretrained weights) live there, so the next job on the instance reuses them."""
+requirements.txt) and MXNET_HOME (pretrained weights) live there, so the next job on the instance reuses them; a
+single process's own MXNET_HOME, OMP_NUM_THREADS and Horovod stall check win over the launcher's (docs/launcher.md,
+"Who wins")."""
 
 import io
 import tarfile
@@ -10,7 +12,10 @@ WARM = "/opt/ml/sagemaker/warmpoolcache"
 PROGRAM = """\
 import os, mxnet, warmdemo
 print("MXNET_HOME", os.environ.get("MXNET_HOME"), "data_dir", mxnet.base.data_dir(), "demo", warmdemo.VALUE)
+print("user", *(f"{name}={os.environ.get(name)}" for name in ("OMP_NUM_THREADS", "HOROVOD_STALL_CHECK_TIME_SECONDS")))
 """
+# The second job's own variables: an MXNET_* and a HOROVOD_* the launcher plans, and OMP_NUM_THREADS.
+USERS = {"MXNET_HOME": "/opt/ml/my-mxnet", "OMP_NUM_THREADS": "3", "HOROVOD_STALL_CHECK_TIME_SECONDS": "7"}
 
 
 def sdist(path):
@@ -34,12 +39,13 @@ def test_warm_pool_job_keeps_pip_cache_and_mxnet_home(image, tmp_path):
     cache = tmp_path / "warmpoolcache"
     cache.mkdir()
 
-    def job(name):
+    def job(name, users=None):
         spec = JobSpec(image=image, hosts=1, code_dir=code, timeout_s=120,
                        hyperparameters={"sagemaker_program": "warm.py", "sagemaker_submit_directory": "/opt/ml/code"},
                        # PIP_NO_BUILD_ISOLATION=0 is pip's spelling of --no-build-isolation: setuptools from the
                        # image, as the test has no index to fetch it from.
-                       env={"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": WARM, "PIP_NO_BUILD_ISOLATION": "0"},
+                       env={"SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY": WARM, "PIP_NO_BUILD_ISOLATION": "0",
+                            **(users or {})},
                        extra_mounts=[(str(cache), WARM, "rw")])
         result = run_job(spec, tmp_path / name)
         assert result.exit_codes == [0], result.describe()
@@ -51,6 +57,11 @@ def test_warm_pool_job_keeps_pip_cache_and_mxnet_home(image, tmp_path):
     assert list(cache.glob("pip/wheels/**/warmdemo-0.1-*.whl")), "pip did not cache into the warm pool directory"
     assert "Building wheel for warmdemo" in first
 
-    second = job("second")
+    second = job("second", USERS)
     assert "demo 42" in second
     assert "Building wheel for warmdemo" not in second  # the cached wheel from the first job
+    # The user's own variables reached the program unchanged, and the start log names the defaults they replaced.
+    assert "MXNET_HOME /opt/ml/my-mxnet data_dir /opt/ml/my-mxnet demo 42" in second
+    assert "user OMP_NUM_THREADS=3 HOROVOD_STALL_CHECK_TIME_SECONDS=7" in second
+    assert f"MXNET_HOME=/opt/ml/my-mxnet (set by you; default would be {WARM}/mxnet: " in second
+    assert "HOROVOD_STALL_CHECK_TIME_SECONDS=7 (set by you; default would be 60: " in second

@@ -95,6 +95,15 @@ def run_mnist(workdir, args=(), env=None, ranks=1, timeout=120, command=None):
     return start_mnist(workdir, args, env, ranks, command).wait(timeout)
 
 
+def optimizer_learning_rate(states_file):
+    """The learning rate of the optimizer a checkpoint's trainer states carry (Gluon's Trainer.save_states pickles
+    its updater's states with the optimizer itself): the one the trainer updated the weights with."""
+    import pickle
+
+    _, optimizer = pickle.loads(Path(states_file).read_bytes())
+    return optimizer.learning_rate
+
+
 RECORDED_RUN = Path(__file__).with_name("recorded_run.py")
 
 

@@ -1,5 +1,5 @@
 """The mnist program (entrypoints/mnist.py) as one process: training, model export, metrics lines, checkpoints,
-resume, SIGTERM, bad input."""
+resume (once on 2 ranks, with another learning rate), SIGTERM, bad input."""
 
 import json
 import os
@@ -22,6 +22,7 @@ from programs.helpers import (
     channels_env,
     make_mnist,
     mxnet_blocked_env,
+    optimizer_learning_rate,
     run_mnist,
     start_mnist,
 )
@@ -131,20 +132,20 @@ def test_writes_tensorboard_scalars(trained):
     assert tags["train/learning_rate"][0][1] == pytest.approx(0.02)
 
 
-def test_resume_continues_at_the_next_epoch(tiny_mnist, tmp_path):
+def test_resume_continues_at_the_next_epoch_with_its_own_learning_rate_and_ranks(tiny_mnist, tmp_path):
     args = ["--batch-size", "32", "--log-interval", "0", "--tensorboard", "false"]
-    first = run_mnist(tmp_path, ["--epochs", "2", *args], env=channels_env(tiny_mnist))
+    first = run_mnist(tmp_path, ["--epochs", "2", "--lr", "0.02", *args], env=channels_env(tiny_mnist))
     assert first.returncode == 0, first.explain()
-    second = run_mnist(tmp_path, ["--epochs", "3", *args], env=channels_env(tiny_mnist))
-    assert second.returncode == 0, second.explain()
-    checkpoint = tmp_path / "checkpoints" / "checkpoint-epoch-0002.params"
-    assert f"resumed from checkpoint {tmp_path / 'checkpoints' / 'checkpoint-epoch-0002'}.params at epoch 3" \
-        in second.stdout
-    assert [line.split()[0] for line in epoch_lines(second.stdout)] == ["epoch=3"]
-    assert checkpoint.exists()  # epochs 2 and 3 are the newest two
+    checkpoints = tmp_path / "checkpoints"
+    assert optimizer_learning_rate(checkpoints / "checkpoint-epoch-0002.states") == pytest.approx(0.02)  # 0.02 x 1
+    # Resumed on 2 ranks at --lr 0.05: --lr per rank x ranks is 0.1, not the checkpoint's optimizer's 0.02.
+    second = run_mnist(tmp_path, ["--epochs", "3", "--lr", "0.05", *args], env=channels_env(tiny_mnist), ranks=2)
+    assert f"resumed from checkpoint {checkpoints / 'checkpoint-epoch-0002'}.params at epoch 3" in second.stdout
+    assert [line.split()[0] for line in epoch_lines(second.stdout)] == ["epoch=3"], second.explain()
+    assert (checkpoints / "checkpoint-epoch-0002.params").exists()  # epochs 2 and 3 are the newest two
+    assert optimizer_learning_rate(checkpoints / "checkpoint-epoch-0003.states") == pytest.approx(0.1)
     metrics = json.loads((tmp_path / "model" / "metrics.json").read_text())
-    assert metrics["epochs_run"] == 1 and metrics["resumed_from_epoch"] == 3
-
+    assert second.returncode == 0 and metrics["epochs_run"] == 1 and metrics["resumed_from_epoch"] == 3
     # Nothing left to train: the exported model must be exactly checkpoint 3's weights.
     third = run_mnist(tmp_path, ["--epochs", "3", *args], env=channels_env(tiny_mnist))
     assert third.returncode == 0, third.explain()
@@ -224,8 +225,7 @@ def test_pipe_mode_single_process_reads_one_fifo_per_epoch(trained, tiny_mnist, 
 
 
 def test_help_lists_hyperparameters_with_defaults():
-    result = subprocess.run([sys.executable, str(MNIST), "--help"], check=False, capture_output=True,
-                            text=True)
+    result = subprocess.run([sys.executable, str(MNIST), "--help"], check=False, capture_output=True, text=True)
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     for flag, default in (("--epochs", "5"), ("--batch-size", "64"), ("--lr", "0.01"), ("--momentum", "0.9"),

@@ -9,8 +9,15 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "container" / "src" / "sagemaker_mxnet_horovod"
 MPI_BACKEND = PACKAGE / "backends" / "mpi"
-# mpirun --tag-output's tags ("[1,3]<stderr>:"), and what the code calls them; docstrings and comments count too.
-RANK_TAGS = re.compile(r"<std|rank tag", re.IGNORECASE)
+# mpirun --tag-output's tags ("[1,3]<stderr>:") in any form a copy of rank_tags.py's would take (its regex
+# rb"\[(\d+),(\d+)\]<(stdout|stderr)>:", a tag written out), and what the code calls them; docstrings and comments count
+# too.
+RANK_TAGS = re.compile("|".join((
+    r"<\(?std",  # the tag's stream: <stderr>, or the regex's group <(stdout|stderr)>
+    r"std(out|err)\|std(out|err)",  # the streams as a regex's alternatives
+    r"\\\[\(\\d",  # the regex of the tag's [job,rank]: \[(\d+),(\d+)\]
+    r"rank tag",
+)), re.IGNORECASE)
 # parse/mpi_options.MpiOptions: what only mpirun gets or reads (nccl_debug is every job's).
 MPI_ONLY_OPTIONS = {"for_mpirun", "mca_names", "exported", "sets_mca", "exported_values"}
 
@@ -33,3 +40,10 @@ def test_the_mpi_only_options_are_read_only_in_the_mpi_backend():
              for node in ast.walk(ast.parse(path.read_text()))
              if isinstance(node, ast.Attribute) and node.attr in MPI_ONLY_OPTIONS]
     assert found == []
+
+
+def test_the_check_knows_the_real_tag():
+    # The tag as rank_tags.py matches it, and as it appears in mpirun's output: copied anywhere else, either is found.
+    tag_source = next(line for line in (MPI_BACKEND / "rank_tags.py").read_text().splitlines()
+                      if line.startswith("TAG = "))
+    assert RANK_TAGS.search(tag_source) and RANK_TAGS.search('b"[1,3]<stderr>:"')

@@ -1,9 +1,12 @@
 """scripts/local_job/containers.py's reading of docker's timestamps (the demo's and the multi-container tests' job
-times), on every host Python: its UTC is datetime.timezone.utc, not 3.11's datetime.UTC."""
+times), on every host Python: its UTC is datetime.timezone.utc, not 3.11's datetime.UTC; and a host's CPU limit as
+`docker run` gets it."""
 
 import calendar
+from pathlib import Path
 
-from local_job.containers import docker_time
+from local_job import JobSpec
+from local_job.containers import docker_run_args, docker_time
 
 
 def test_a_docker_timestamp_is_its_seconds_since_the_epoch_to_the_microsecond():
@@ -16,3 +19,17 @@ def test_a_docker_timestamp_is_its_seconds_since_the_epoch_to_the_microsecond():
 def test_docker_s_zero_time_is_no_time():
     assert docker_time("0001-01-01T00:00:00Z") is None
     assert docker_time("") is None
+
+
+def limits(spec, host):
+    args = docker_run_args(spec, Path("/tmp/job"), host, "smj-x", "smj-x-net", None, alias=True)
+    return [arg for index, arg in enumerate(args) if arg.startswith("--cpu") or args[index - 1].startswith("--cpu")]
+
+
+def test_a_hosts_cpu_limit_is_docker_s_cpus_or_with_a_period_its_period_and_quota():
+    spec = JobSpec(image="image", cpus={"algo-1": "0.6", "algo-2": "0.3"})
+    assert limits(spec, "algo-1") == ["--cpus", "0.6"]
+    spec = JobSpec(image="image", cpus={"algo-1": "0.6", "algo-2": "0.3"}, cpu_period_us=10000)
+    assert limits(spec, "algo-1") == ["--cpu-period", "10000", "--cpu-quota", "6000"]
+    assert limits(spec, "algo-2") == ["--cpu-period", "10000", "--cpu-quota", "3000"]
+    assert limits(JobSpec(image="image", cpu_period_us=10000), "algo-1") == []

@@ -1,7 +1,9 @@
-"""tests/conftest.py's TESTS_MUST_NOT_SKIP=1 (set by `make image-tests` and `make sdk-tests`): every kind of
-skip fails the run, a whole module skipped at collection (module-level pytest.importorskip) as much as one
-test's skip. Runs pytest on a throwaway test directory holding a copy of that conftest."""
+"""tests/conftest.py's TESTS_MUST_NOT_SKIP=1 (set by `make image-tests` and `make sdk-tests`, and by CI's host runs in
+`.ci/run`): every kind of skip fails the run, a whole module skipped at collection (module-level
+pytest.importorskip) as much as one test's skip. Runs pytest on a throwaway test directory holding a copy of that
+conftest; reads `.ci/run` for where CI sets it."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
+ROOT = Path(__file__).resolve().parents[2]
+CONFTEST = ROOT / "tests" / "conftest.py"
 
 MODULE_SKIPS = """\
 import pytest
@@ -68,3 +71,12 @@ def test_a_skipped_test_fails_the_run(tmp_path):
     assert done.returncode == 1, done.stdout
     assert "skipped where nothing may skip (TESTS_MUST_NOT_SKIP=1): Skipped: needs horovod" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("1 passed, 1 error"), done.stdout  # an error in its setup
+
+
+def test_ci_runs_the_host_tests_where_nothing_may_skip():
+    # CI runs as root with Docker: the host tests that skip elsewhere (a tmpfs to mount, a namespace to make) can run
+    # there, so a skip is a failure (make unit on the lowest and highest Python, and make test's host pytest).
+    commands = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+                if re.match(r"\s*(time\s+)?(\w+=\S*\s+)*make\s+(unit|test)\b", line)]
+    assert [re.search(r"make\s+(unit|test)\b", line).group(1) for line in commands] == ["unit", "test"], commands
+    assert [line for line in commands if not re.match(r"(time\s+)?(\w+=\S*\s+)*TESTS_MUST_NOT_SKIP=1\s", line)] == []

@@ -17,6 +17,7 @@ MIRRORS = {
     "sagemaker_mxnet_debugger": "mxnet_debugger",
     "sagemaker_mxnet_compression": "mxnet_compression",
     "sagemaker_mxnet_import_hooks": "mxnet_import_hooks",
+    "sagemaker_mxnet_straggler": "mxnet_straggler",
 }
 # Tested inside the image, where their libraries are (numpy, MXNet, pycocotools): the test module that covers each.
 TESTED_IN_IMAGE = {
@@ -29,6 +30,12 @@ TESTED_IN_IMAGE = {
     "sagemaker_mxnet_debugger/zero_code_change.py": "tests/image/test_zero_code_change.py",
     # wraps Horovod's DistributedTrainer: tested with Horovod
     "sagemaker_mxnet_compression/hook.py": "tests/image/test_gradient_compression.py",
+    # pip's own reading of its configuration: tested with the image's pip
+    "sagemaker_mxnet_horovod/act/pip_locations.py": "tests/image/test_pip_locations.py",
+    # wraps Horovod's DistributedTrainer and times it: tested with Horovod, several ranks under mpirun
+    "sagemaker_mxnet_straggler/hook.py": "tests/image/test_straggler.py",
+    "sagemaker_mxnet_straggler/recorder.py": "tests/image/test_straggler.py",
+    "sagemaker_mxnet_straggler/chart.py": "tests/image/test_straggler.py",  # matplotlib
 }
 
 

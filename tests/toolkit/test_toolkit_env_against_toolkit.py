@@ -2,8 +2,8 @@
 (`Environment().to_env_vars()`, `to_cmd_args()`), for several configurations and from every host's view.
 
 The toolkit reads SAGEMAKER_BASE_DIR when it is imported, so it runs in a subprocess per configuration, with
-the config files in a temp dir. Our side is the launcher's plan for that host (rank_environment: what rank_env
-applies on every rank of that host) and, where a job fits in one container (one host, or MPI off), a real
+the config files in a temp dir. Our side is the launcher's plan for that host (rank_environment: what every
+rank of that host gets) and, where a job fits in one container (one host, or MPI off), a real
 `train` run whose user script records what it got. The only differences allowed are the deliberate ones listed
 in docs/compatibility.md, each patched into the toolkit's values below with its reason.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("sagemaker_training")
-from sagemaker_mxnet_horovod.act.rank_env import rank_environment  # noqa: E402
+from sagemaker_mxnet_horovod.act.rank_program import rank_environment  # noqa: E402
 from sagemaker_mxnet_horovod.backends.registry import plan_job  # noqa: E402
 from sagemaker_mxnet_horovod.parse import host_facts  # noqa: E402
 from sagemaker_mxnet_horovod.parse.settings import LAUNCHER_PREFIXES  # noqa: E402

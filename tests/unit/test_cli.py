@@ -1,7 +1,8 @@
 """cli.py, `train`: a whole job on this host as one real process, no MPI (a single host runs the program
 without it): the user's script fetched from the code directory and run there, the outcome files written
 (success; failure with the script's own text first), exit codes (the script's; 2 for a bad configuration,
-with nothing run; 143 when stopped), an earlier run's outcome cleared, stray output copied into output/data.
+with nothing run; 143 when stopped), an earlier run's outcome cleared, stray output copied into output/data, the
+start log's /dev/shm warning from what is really free of it (a tmpfs of its own, partly filled, as root).
 Multi-host jobs (the master, workers, mpirun) run across real containers: tests/integration, tests/faults."""
 
 import json
@@ -12,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from unit_helpers import unit_paths
 from unit_helpers.live_output import wait_for_line
 
@@ -31,17 +33,33 @@ def job(tmp_path, script: str, hps=None) -> Path:
     return base
 
 
-def start_train(base: Path, *args: str, env=None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "sagemaker_mxnet_horovod.cli", *args],
+def start_train(base: Path, *args: str, env=None, within=()) -> subprocess.Popen:
+    """`train` ARGS, run within a command's argv prefix when given (own_dev_shm)."""
+    return subprocess.Popen([*within, sys.executable, "-m", "sagemaker_mxnet_horovod.cli", *args],
                             env={**os.environ, "PYTHONPATH": str(SRC), "SAGEMAKER_BASE_DIR": str(base),
                                  "SMMH_RUN_DIR": str(base.parent / "run"), "SM_NUM_GPUS": "0", **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def train(base: Path, *args: str, env=None) -> tuple[int, str, str]:
-    process = start_train(base, *args, env=env)
+def train(base: Path, *args: str, env=None, within=()) -> tuple[int, str, str]:
+    process = start_train(base, *args, env=env, within=within)
     stdout, stderr = process.communicate(timeout=120)
     return process.returncode, stdout, stderr
+
+
+@pytest.fixture
+def own_dev_shm():
+    """The argv prefix that runs a command in a mount namespace of its own (unshare) with a 64 MiB tmpfs over its
+    /dev/shm, 40 MiB of it taken by another process's file, as in a host's /dev/shm shared with other containers
+    (docker run --ipc=host). Needs root (CAP_SYS_ADMIN), as on the host; the host's /dev/shm is left alone."""
+    script = ("mount -t tmpfs -o size=64m tmpfs /dev/shm && head -c 41943040 /dev/zero > /dev/shm/another-process"
+              ' && exec "$@"')
+    prefix = ("unshare", "--mount", "--propagation", "private", "sh", "-c", script, "own-dev-shm")
+    tried = subprocess.run([*prefix, "true"], capture_output=True, text=True, check=False)
+    if tried.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs over /dev/shm in a mount namespace here ({tried.stderr.strip()}); "
+                    "root on the host can")
+    return prefix
 
 
 def failure(base: Path) -> list[str]:
@@ -119,9 +137,23 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     assert code == 0, stderr
     assert "role: single" in stdout and f"program: train.py from {base / 'code'}" in stdout
     assert "note: SageMaker Debugger hook configuration (debughookconfig.json): collections losses" in stdout
-    assert "sagemaker_mxnet_horovod.act.rank_env" in stdout
+    assert "sagemaker_mxnet_horovod.act.rank_program" in stdout
     assert sorted(p.name for p in base.iterdir()) == ["code", "input", "output"]  # nothing written
     assert failure(base) == ["old reason"] and sorted(p.name for p in (base / "code").iterdir()) == ["train.py"]
+
+
+def test_the_start_log_warns_when_what_is_free_of_dev_shm_is_less_than_the_job_needs(tmp_path, own_dev_shm):
+    # gather() reads this host's /dev/shm, and the plan's warning compares the job's need with what is free of it,
+    # not its size: one data-loader worker (num_workers, a user's script's usual hyperparameter) needs 64 MiB, which
+    # the 64 MiB tmpfs has in size but not free (24 MiB: 64 - 40 of another process's).
+    base = job(tmp_path, """\
+        print("trained")
+    """, {"num_workers": 1})
+    code, stdout, stderr = train(base, within=own_dev_shm)
+    assert code == 0, stderr
+    assert "WARNING: /dev/shm is 24 MiB free of 64 MiB, less than the about 64 MiB (1 rank x 1 data-loader workers " \
+           "(num_workers) x 64 MiB) this job needs" in stderr, stderr
+    assert "trained\n" in stdout
 
 
 def test_a_stop_ends_the_job_and_the_failure_file_says_so(tmp_path):

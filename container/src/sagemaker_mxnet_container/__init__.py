@@ -3,7 +3,7 @@ AWS's MXNet images: `from sagemaker_mxnet_container.training_utils import save, 
 
 Our own implementation of the helpers user scripts call, not AWS's package: its only release line pins
 retrying==1.3.3 (this image's sagemaker-training needs the 1.4.2 it has) and its `training` module is the
-parameter-server launcher, which `train` replaces here. See docs/toolkit-compatibility.md.
+parameter-server launcher, which `train` replaces here. See docs/compatibility.md.
 """
 
 from sagemaker_mxnet_container import training_utils  # noqa: F401 - as in AWS's package

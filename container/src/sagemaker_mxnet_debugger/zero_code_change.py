@@ -12,10 +12,18 @@ top-level call of the model sets the hook's mode: TRAIN while autograd records, 
 It stands down, for good, when the script made its own smdebug hook by its first training step (smdebug's API
 works unchanged), when a built-in program opened its hook (stand_down()), or when the hook cannot be made (a
 warning says why). Calls outside training steps (a forward to infer shapes, inference) never make a hook.
+
+Under MXNet's parameter servers (a worker: DMLC_ROLE=worker) smdebug sees no Horovod and names every worker
+worker_0, so every host's files would take the same names under the one S3OutputPath: only the launcher's worker 0
+(SMMH_WORKER_RANK) makes the hook, as in the built-in programs. And at the interpreter's exit the hook is closed and
+let go of: through the model's parameters it holds the Trainer and so a dist kvstore, whose destructor is ps-lite's
+barrier at exit; held by smdebug's globals past the modules' teardown, the kvstore is never freed, the worker aborts
+("terminate called without an active exception") and the others wait in the barrier for it.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 
@@ -40,6 +48,25 @@ class Registration:
 
     def stand_down(self):
         self.active = False
+
+    def release(self):
+        """At the interpreter's exit, before the modules' teardown: close the hook (smdebug's own exit handler, run
+        now: the last step's weights, the end of training) and let go of it, the model and the losses, here and in
+        smdebug's globals (its hook singleton, its error-handling agent)."""
+        hook, self.hook, self.model, self.losses = self.hook, None, None, set()
+        self.stand_down()
+        if hook is None:
+            return
+        from smdebug.core.singleton_utils import del_hook
+        from smdebug.core.utils import error_handling_agent
+
+        atexit.unregister(hook._cleanup)
+        try:
+            hook.close()
+        finally:
+            del_hook()
+            if error_handling_agent.hook is hook:
+                error_handling_agent.set_hook(None)
 
     def top_level_call(self, block):
         if self.gluon is None:
@@ -69,14 +96,20 @@ class Registration:
 
         from sagemaker_mxnet_debugger.hook import open_hook
 
-        if singleton_utils._ts_hook is not None:  # the script's own hook (smd.Hook(...), create_from_json_file())
+        if singleton_utils._ts_hook is not None or not saves_here(os.environ):  # the script's own hook; a worker
             self.stand_down()
             return False
         self.hook = open_hook(WHO)
         if self.hook is None:
             self.stand_down()
             return False
+        atexit.register(self.release)  # after smdebug's own exit handlers: it runs before them
         return True
+
+
+def saves_here(env) -> bool:
+    """Whether this process's hook saves: not a parameter-server worker other than the launcher's worker 0."""
+    return env.get("DMLC_ROLE") != "worker" or env.get("SMMH_WORKER_RANK", "0") == "0"
 
 
 REGISTRATION = Registration()

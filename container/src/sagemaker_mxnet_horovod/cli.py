@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
 from sagemaker_mxnet_horovod import __version__
-from sagemaker_mxnet_horovod.act import stacks
+from sagemaker_mxnet_horovod.act import stacks, straggler_report
 from sagemaker_mxnet_horovod.act.outcome_files import (
     clear_previous_outcome,
     copy_stray_outputs,
@@ -26,7 +27,7 @@ from sagemaker_mxnet_horovod.act.outcome_files import (
 )
 from sagemaker_mxnet_horovod.backends import registry
 from sagemaker_mxnet_horovod.core import stop
-from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, ConfigError, StopRequested
+from sagemaker_mxnet_horovod.core.exits import EXIT_CONFIG, EXIT_FAILED, ConfigError, SetupError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.log import log
 from sagemaker_mxnet_horovod.core.outcome import Outcome
@@ -53,6 +54,8 @@ def failure_of(error: BaseException, step: Step) -> Failure:
         return Failure(f"invalid job configuration: {error}", EXIT_CONFIG)
     if isinstance(error, StopRequested):
         return stop.stopped(error.signum, "the job had not started")
+    if isinstance(error, SetupError):  # its message says it all: no traceback
+        return Failure(f"{step.label} on {step.host}: {error}", EXIT_FAILED, host=step.host)
     traceback.print_exc()
     return Failure(f"{step.label} on {step.host}: {type(error).__name__}: {error}", EXIT_FAILED, host=step.host)
 
@@ -95,8 +98,7 @@ def plan_job(config: TrainingConfig, facts: HostFacts, env: dict, paths: Paths) 
 
 def act(plan: Plan, env: dict, paths: Paths, facts: HostFacts) -> Outcome:
     """This host's part of the job, as its backend runs it, bound to this host's address on the cluster interface."""
-    bind_address = next((ip for name, ip in facts.interface_addresses if name == plan.interface), "")
-    return registry.run(plan, env, paths, bind_address)
+    return registry.run(plan, env, paths, facts.address_of(plan.interface))
 
 
 def main(argv=None) -> int:
@@ -110,7 +112,7 @@ def main(argv=None) -> int:
                              "(written to its log and output/data/stacks/), print this host's, and exit")
     args = parser.parse_args(argv)
 
-    env = dict(os.environ)
+    started, env = time.time(), dict(os.environ)
     paths = Paths(Path(env.get("SAGEMAKER_BASE_DIR", "/opt/ml")))
     if args.command == "stacks":
         return stacks.request_and_show(env.get("SMMH_RUN_DIR", DEFAULT_RUN_DIR), paths.output_data_dir / "stacks")
@@ -140,6 +142,9 @@ def main(argv=None) -> int:
     finally:
         if running is not None:
             copy_stray_outputs(running.stray_outputs, log)  # files written where SageMaker would not upload them
+    if running is not None:  # where rank 0 wrote it: its verdict, its path, its chart
+        straggler_report.finish(straggler_report.report_directory(running.env, env), started, stop.seconds_to_kill(),
+                                log)
     return report(paths, outcome)
 
 

@@ -9,16 +9,20 @@ from collections.abc import Callable
 
 
 def after_import(name: str, action: Callable[[object], object]) -> None:
-    """action(module) now if `name` is imported, else right after its first import runs."""
+    """action(module) now if `name` is imported, else right after its first import runs. The same change asked for
+    again before then (the same code: Debian's Python runs a venv's .pth files twice) is made once."""
     if name in sys.modules:
         action(sys.modules[name])
-    else:
+    elif not any(isinstance(finder, AfterImport) and finder.name == name and
+                 getattr(finder.action, "__code__", None) is getattr(action, "__code__", action)
+                 for finder in sys.meta_path):
         sys.meta_path.insert(0, AfterImport(name, action))
 
 
 class AfterImport:
-    """A meta path finder: finds `name` as the path finder would, and calls action(module) once the module has run;
-    then it leaves sys.meta_path."""
+    """A meta path finder: finds `name` as the finders after it would, and calls action(module) once the module has
+    run; then it leaves sys.meta_path. Several for one module (two hooks change horovod.mxnet) each act, in the order
+    they were made."""
 
     def __init__(self, name: str, action: Callable[[object], object]):
         self.name, self.action = name, action
@@ -26,10 +30,9 @@ class AfterImport:
     def find_spec(self, name, path, target=None):
         if name != self.name:
             return None
-        from importlib.machinery import PathFinder
-
         sys.meta_path.remove(self)
-        spec = PathFinder.find_spec(name, path, target)
+        spec = next((found for finder in list(sys.meta_path) if hasattr(finder, "find_spec")
+                     and (found := finder.find_spec(name, path, target)) is not None), None)
         if spec is None or spec.loader is None:
             return spec
         exec_module = spec.loader.exec_module

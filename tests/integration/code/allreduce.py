@@ -62,7 +62,9 @@ record = {"started": STARTED, "rank": rank, "size": size, "local_rank": hvd.loca
           "host": os.environ.get("SM_CURRENT_HOST"), "args": sys.argv[1:],
           "probe": os.environ.get("JOB_ENV_PROBE"), "group": os.environ.get("SM_CURRENT_INSTANCE_GROUP"),
           "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": len(os.sched_getaffinity(0)),
-          "instance_type": os.environ.get("SM_CURRENT_INSTANCE_TYPE")}
+          "instance_type": os.environ.get("SM_CURRENT_INSTANCE_TYPE"),
+          # --report-env A,B: those variables as this process got them (the tests of who wins: docs/launcher.md)
+          "env": {name: os.environ.get(name) for name in (option("report-env") or "").split(",") if name}}
 path = os.path.join(os.environ["SM_MODEL_DIR"], f"rank-{rank}.json")
 with open(path + ".tmp", "w") as f:
     json.dump(record, f)

@@ -38,7 +38,9 @@ kv.pull(0, out=total)
 record = {"rank": rank, "size": size, "worker": worker, "host": host, "sum": total.asnumpy().tolist(),
           "dmlc": {k: v for k, v in os.environ.items() if k.startswith("DMLC_")}, "cwd": os.getcwd(),
           "scheduler_host": scheduler_host(json.loads(os.environ["SM_HOSTS"])), "args": sys.argv[1:],
-          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": len(os.sched_getaffinity(0))}
+          "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "cpus": len(os.sched_getaffinity(0)),
+          # --report-env A,B: those variables as this process got them (the tests of who wins: docs/launcher.md)
+          "env": {name: os.environ.get(name) for name in (option("report-env") or "").split(",") if name}}
 path = os.path.join(os.environ["SM_MODEL_DIR"], f"worker-{worker}.json")
 with open(path, "w") as f:
     json.dump(record, f)

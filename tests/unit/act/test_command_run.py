@@ -53,7 +53,7 @@ def test_sigusr1_writes_every_ranks_stacks_and_the_job_goes_on(tmp_path):
     (tmp_path / "train.py").write_text(WAITING_RANK)
     os.mkfifo(tmp_path / "release")
     job = dataclasses.replace(single(tmp_path, ""), command=(
-        sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path / "run"), str(tmp_path), "--",
+        sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_program", str(tmp_path / "run"), str(tmp_path), "--",
         sys.executable, str(tmp_path / "train.py"), str(tmp_path / "release")))
     problems = ask_for_stacks_then_release(tmp_path)
     outcome = CommandRun(job, {"PYTHONPATH": str(unit_paths.SRC), "PATH": os.environ["PATH"]},

@@ -1,4 +1,4 @@
-"""stacks.py, as real processes: a rank started by rank_env answers STACK_SIGNAL with every thread's stack while its
+"""stacks.py, as real processes: a rank started by rank_program answers STACK_SIGNAL with every thread's stack while its
 main thread is blocked in a read, and goes on afterwards; the launcher's collection names a rank that does not
 answer; a dump is written to files and the log, summary last; SIGUSR1 to a launcher and `train stacks` (its
 client) bring a dump, and say so when there is no launcher."""
@@ -30,10 +30,10 @@ BLOCKED_RANK = textwrap.dedent("""
 
 @pytest.fixture
 def rank(tmp_path):
-    """A rank as mpirun starts it through rank_env (rank 3 on algo-2), blocked in its read."""
+    """A rank as every backend starts it, through rank_program (rank 3 on algo-2), blocked in its read."""
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "train.py").write_text(BLOCKED_RANK)
-    process = subprocess.Popen([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path / "run"),
+    process = subprocess.Popen([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_program", str(tmp_path / "run"),
                                 str(tmp_path / "code"), "--", sys.executable, str(tmp_path / "code" / "train.py")],
                                env={**os.environ, "PYTHONPATH": str(SRC), "OMPI_COMM_WORLD_RANK": "3",
                                     "SM_CURRENT_HOST": "algo-2"},

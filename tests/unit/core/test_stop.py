@@ -47,6 +47,22 @@ def test_a_listening_run_gets_each_signal_once():
     assert handed == [signal.SIGTERM, signal.SIGINT]
 
 
+@pytest.mark.usefixtures("before_the_run")
+def test_the_time_left_before_sagemakers_sigkill_counts_from_the_first_stop(monkeypatch):
+    monkeypatch.setattr(stop, "_first_at", [])
+    assert stop.seconds_to_kill() is None
+    stop.listen(lambda signum: None)
+    os.kill(os.getpid(), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while not stop._first_at and time.monotonic() < deadline:
+        time.sleep(0.01)
+    first = stop._first_at[0]
+    os.kill(os.getpid(), signal.SIGTERM)  # a second stop (compose's) does not restart the count
+    time.sleep(0.05)
+    left, now = stop.seconds_to_kill(), time.monotonic()
+    assert stop._first_at == [first] and left == pytest.approx(120 - (now - first), abs=0.01)
+
+
 def test_every_stop_is_said_one_way_and_exits_143():
     failure = stop.stopped(signal.SIGINT, "every worker had ended", host="algo-1")
     assert failure.cause == "stopped by SIGINT (SageMaker stop or spot interruption); every worker had ended"

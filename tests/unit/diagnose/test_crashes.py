@@ -2,8 +2,9 @@
 tags at the start or in the middle of a line): the first fatal signal, and the innermost frame with a symbol
 outside the C/C++ runtimes and the interpreter, its C++ name made readable.
 
-The captures in captures/ are real output (test_ranks.py says where each comes from); the MXNet "[bt]"
-stack is written here in the format MXNet 1.x builds with stack traces print (this image's MXNet prints none)."""
+The captures in captures/ are real output (backends/mpi/test_mpirun_report.py says where each comes from); the
+MXNet "[bt]" stack is written here in the format MXNet 1.x builds with stack traces print (this image's MXNet
+prints none)."""
 
 from pathlib import Path
 

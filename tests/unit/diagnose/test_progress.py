@@ -85,10 +85,10 @@ def test_engine_waits_are_recognised_by_where_the_thread_blocks(tmp_path):
 
 
 def run_watched(tmp_path, program: str, env=None) -> subprocess.CompletedProcess:
-    """A Python program as rank 1 on algo-2 under rank_env with a 1 s progress timeout (env: more variables)."""
+    """A Python program as rank 1 on algo-2 under rank_program with a 1 s progress timeout (env: more variables)."""
     script = tmp_path / "hang.py"
     script.write_text(textwrap.dedent(program))
-    return subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path), str(tmp_path), "--",
+    return subprocess.run([sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_program", str(tmp_path), str(tmp_path), "--",
                            sys.executable, str(script)], capture_output=True, text=True, timeout=60,
                           env={**os.environ, "PYTHONPATH": str(SRC), "SMMH_PROGRESS_TIMEOUT_S": "1",
                                "OMPI_COMM_WORLD_RANK": "1", "SM_CURRENT_HOST": "algo-2", **(env or {})})

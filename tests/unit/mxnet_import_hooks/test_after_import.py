@@ -31,6 +31,31 @@ def test_the_change_comes_after_the_modules_own_code_and_the_finder_then_leaves(
     assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)
 
 
+def test_two_changes_to_one_module_both_happen_in_the_order_they_were_asked_for(module_dir):
+    # Gradient compression and the straggler recorder both change horovod.mxnet.
+    seen = []
+    after_import("after_import_target", lambda module: seen.append(("first", module.VALUE)))
+    after_import("after_import_target", lambda module: seen.append(("second", module.VALUE)))
+    import after_import_target  # noqa: F401
+
+    assert seen == [("first", 1), ("second", 1)]
+    assert not any(isinstance(finder, AfterImport) for finder in sys.meta_path)
+
+
+def test_the_same_change_asked_for_twice_is_made_once(module_dir):
+    # Debian's Python runs a venv's .pth files twice: each hook's install() asks twice, from the same code.
+    seen = []
+
+    def install():
+        after_import("after_import_target", lambda module: seen.append(module.VALUE))
+
+    install()
+    install()
+    import after_import_target  # noqa: F401
+
+    assert seen == [1]
+
+
 def test_an_imported_module_is_changed_at_once(module_dir):
     import after_import_target
 

@@ -57,6 +57,15 @@ def test_gradient_compression_is_a_choice_from_the_hyperparameter_or_the_environ
         parse_launcher_settings({"horovod_gradient_compression": "bf16"}, {})
 
 
+def test_the_straggler_report_is_on_unless_the_hyperparameter_or_the_environment_turns_it_off():
+    assert parse_launcher_settings({}, {})[0].horovod_straggler_report is True
+    assert parse_launcher_settings({}, {"HOROVOD_STRAGGLER_REPORT": "false"})[0].horovod_straggler_report is False
+    assert parse_launcher_settings({"horovod_straggler_report": "true"},
+                                   {"HOROVOD_STRAGGLER_REPORT": "false"})[0].horovod_straggler_report is True
+    with pytest.raises(ConfigError, match="horovod_straggler_report"):
+        parse_launcher_settings({"horovod_straggler_report": "sometimes"}, {})
+
+
 def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2
@@ -232,6 +241,15 @@ def test_console_ranks_all_by_default_or_as_chosen():
     assert parse_launcher_settings({}, {"MPI_CONSOLE_RANKS": "0-1"})[0].console_ranks == {0, 1}
     with pytest.raises(ConfigError, match="mpi_console_ranks='first' is not a list of ranks"):
         parse_launcher_settings({"mpi_console_ranks": "first"}, {})
+
+
+def test_the_packages_a_requirements_txt_may_replace_none_by_default_or_as_named():
+    assert parse_launcher_settings({}, {})[0].requirements_replace == frozenset()
+    hps = parse_hyperparameters({"sagemaker_requirements_replace": '"NumPy, opencv_python"'}, {})
+    assert parse_launcher_settings(hps, {})[0].requirements_replace == {"numpy", "opencv-python"}
+    assert parse_launcher_settings({}, {"SAGEMAKER_REQUIREMENTS_REPLACE": "all"})[0].requirements_replace == {"all"}
+    with pytest.raises(ConfigError, match="sagemaker_requirements_replace='numpy>=2' is not a list of package names"):
+        parse_launcher_settings({"sagemaker_requirements_replace": "numpy>=2"}, {})
 
 
 def test_every_setting_is_declared_once_with_its_reason_and_is_in_the_readmes_table():

@@ -13,6 +13,7 @@ from sagemaker_mxnet_horovod.parse.values import (
     parse_bool,
     parse_float,
     parse_int,
+    parse_package_names,
     parse_rank_set,
 )
 
@@ -99,3 +100,23 @@ def test_rank_sets(value, ranks):
 def test_a_bad_rank_set_names_key_and_value(value):
     with pytest.raises(ConfigError, match=r"hyperparameter mpi_console_ranks=.* is not a list of ranks"):
         parse_rank_set("mpi_console_ranks", value)
+
+
+@pytest.mark.parametrize("value, names", [
+    ("numpy", {"numpy"}), ("NumPy, OpenCV_Python.Headless", {"numpy", "opencv-python-headless"}),
+    (["mxnet-cu112", "numpy"], {"mxnet-cu112", "numpy"}), ("ALL", {"all"}), ("", set()), (" , ", set()),
+])
+def test_package_names_in_pips_normal_form(value, names):
+    assert parse_package_names("sagemaker_requirements_replace", value) == names
+
+
+@pytest.mark.parametrize("value", ["numpy>=2", "numpy==1.26", "-numpy", "numpy[extra]", True])
+def test_a_bad_package_name_names_key_and_value(value):
+    with pytest.raises(ConfigError, match=r"hyperparameter sagemaker_requirements_replace=.* is not a list of package "
+                                          r"names"):
+        parse_package_names("sagemaker_requirements_replace", value)
+
+
+def test_all_stands_alone():
+    with pytest.raises(ConfigError, match=r"'all' stands alone"):
+        parse_package_names("sagemaker_requirements_replace", "all,numpy")

@@ -2,7 +2,8 @@
 not plan a host's part or run it is no backend (each backend's own: tests/unit/backends/)."""
 
 import pytest
-from sagemaker_mxnet_horovod.backends import mpi, parameter_server, single
+from sagemaker_mxnet_horovod.backends import parameter_server, single
+from sagemaker_mxnet_horovod.backends.mpi import backend as mpi
 from sagemaker_mxnet_horovod.plan.backend import Backend
 
 

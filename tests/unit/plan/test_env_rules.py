@@ -1,5 +1,7 @@
-"""env_rules: each environment rule's branches, and how a rule's Settings become the plan's env and notes."""
+"""env_rules: each environment rule's branches, and how a rule's Settings become the plan's env and notes: what the user
+sets, by any route, wins over a default and the note says so (the whole plan's precedence: test_job_plan_precedence.py)."""
 
+import dataclasses
 
 import pytest
 from sagemaker_mxnet_horovod.core.exits import PlanError
@@ -15,6 +17,7 @@ from sagemaker_mxnet_horovod.plan.env_rules import (
     horovod_hyperparameters,
     nccl_debug,
     program_environment,
+    straggler_report,
     warm_pool_cache,
 )
 from unit_helpers.rule_cases import GPU8, job, settings, two_hosts
@@ -38,6 +41,22 @@ def test_the_containers_environment_wins_over_a_default_and_the_note_says_so():
 def test_a_setting_the_user_asked_for_in_the_hyperparameters_wins_over_the_environment():
     env, notes = apply_rules((lambda job: [Setting("A", "2", "asked for", user_wins=False)],), job(env={"A": "7"}))
     assert env == {"A": "2"} and notes == ["A=2 (asked for)"]
+
+
+def test_the_backends_options_win_over_a_default_the_environment_and_the_hyperparameters_but_not_what_is_required():
+    with_options = dataclasses.replace(job(env={"A": "7", "B": "7", "C": "7"}), options_env={"A": "5", "B": "5", "C": "5"})
+    assert with_options.user_env == {"A": "5", "B": "5", "C": "5"}
+    rules = (lambda job: [Setting("A", "1", "a default"), Setting("B", "2", "asked for", user_wins=False),
+                          Setting("C", "3", "needed", required=True)],)
+    env, notes = apply_rules(rules, with_options)
+    assert env == {"C": "3"}
+    assert notes == ["A=5 (set by you; default would be 1: a default)", "B=5 (set by you; default would be 2: asked for)",
+                     "C=3 (needed)"]
+
+
+def test_a_required_setting_replaces_the_containers_environment_too():
+    env, notes = apply_rules((lambda job: [Setting("C", "3", "needed", required=True)],), job(env={"C": "7"}))
+    assert env == {"C": "3"} and notes == ["C=3 (needed)"]
 
 
 def test_notes_and_settings_keep_rule_order():
@@ -103,6 +122,23 @@ def test_gradient_compression_reaches_every_rank_and_none_sets_nothing():
     assert settings(horovod_hyperparameters(job(horovod_gradient_compression="FP16"))) == {
         "HOROVOD_GRADIENT_COMPRESSION": "fp16"}
     assert horovod_hyperparameters(job(horovod_gradient_compression="none")) == []
+
+
+def test_the_straggler_report_is_written_under_output_data_in_every_mpi_job_unless_turned_off():
+    assert settings(straggler_report(two_hosts())) == {"SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler"}
+    assert settings(straggler_report(job(sagemaker_mpi_num_of_processes_per_host="2"))) == {
+        "SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler"}
+    assert straggler_report(two_hosts(horovod_straggler_report="false")) == []
+    assert straggler_report(job()) == []  # one process: no rank to wait for
+    # The user's own value wins (apply_rules), as for any default; the start log says so.
+    env, notes = apply_rules((straggler_report,), two_hosts(env={"SMMH_STRAGGLER_REPORT": "off"}))
+    assert env == {} and notes[0].startswith("SMMH_STRAGGLER_REPORT=off (set by you; default would be /opt/ml/")
+
+
+def test_the_straggler_report_is_off_in_a_parameter_server_job_and_the_start_log_says_so():
+    assert straggler_report(two_hosts(sagemaker_parameter_server_enabled="true")) == [
+        "straggler report: off in a parameter-server job (horovod_straggler_report times hvd.DistributedTrainer's "
+        "allreduces; kvstore workers have none)"]
 
 
 def test_hang_watch_from_the_hyperparameters():

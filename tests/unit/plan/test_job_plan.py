@@ -26,7 +26,7 @@ from unit_helpers.job_plan_cases import (
 def test_single_process_runs_program_without_mpi():
     p = plan(config(hps={"epochs": "3"}))
     assert p.role == "single" and p.backend == "single" and p.total_processes == 1
-    assert p.command == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sagemaker-cluster",
+    assert p.command == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_program", "/run/sagemaker-cluster",
                          "/opt/ml/code", "--", "/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py", "--epochs", "3")
     assert "mpirun" not in p.command
     assert "OMP_NUM_THREADS" not in p.env
@@ -135,7 +135,7 @@ def test_custom_mpi_options_keep_quoting_and_come_before_the_program():
                     hps={"sagemaker_mpi_custom_mpi_options": "-x NCCL_DEBUG=INFO -x 'MSG=hello world'"}))
     argv = list(p.command)
     i = argv.index("MSG=hello world")
-    assert argv[i - 1] == "-x" and i < argv.index("sagemaker_mxnet_horovod.act.rank_env")
+    assert argv[i - 1] == "-x" and i < argv.index("sagemaker_mxnet_horovod.backends.mpi.rank_env")
     assert shlex.split(shlex.join(argv)) == argv
 
 
@@ -354,7 +354,7 @@ def test_notes_in_order_config_layout_environment_rules_then_stray_outputs():
     assert [note.split("=")[0].split(" ")[0] for note in p.notes] == [
         "unknown",  # the config's warnings
         "sagemaker_mpi_num_of_processes_per_host", "network_interface_name",  # layout
-        "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "OMP_NUM_THREADS",  # environment
+        "SMMH_STRAGGLER_REPORT", "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "OMP_NUM_THREADS",  # environment
         "mpi_yield_when_idle", "1", "NCCL_SOCKET_IFNAME",  # "1 core per rank across hosts: ..."
         "WARNING",  # files SageMaker would not upload
     ]

@@ -20,7 +20,7 @@ def test_parameter_server_master_runs_its_processes_no_mpirun():
     assert [process.name for process in p.processes] == ["scheduler", "server 0", "worker 0"]
     worker = p.processes[-1]
     assert worker.argv[-4:] == ("/opt/venv/bin/python", f"{ENTRYPOINTS}/mnist.py", "--epochs", "2")
-    assert worker.argv[:3] == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_env")
+    assert worker.argv[:3] == ("/opt/venv/bin/python", "-m", "sagemaker_mxnet_horovod.act.rank_program")
     assert {k: p.env[k] for k in ("DMLC_PS_ROOT_URI", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER")} == {
         "DMLC_PS_ROOT_URI": "algo-1", "DMLC_NUM_SERVER": "2", "DMLC_NUM_WORKER": "2"}
     assert "NCCL_SOCKET_IFNAME" not in p.env  # MPI's rules are MPI's
@@ -69,7 +69,7 @@ def test_describe_a_parameter_server_host():
     assert "parameter server: scheduler on algo-1; 2 servers (algo-1: 1, algo-2: 1); 4 workers (2 per host)" in lines
     assert "process scheduler: DMLC_ROLE=scheduler /opt/venv/bin/python -c 'import mxnet'" in lines
     assert any(line.startswith("process worker 1: DMLC_ROLE=worker SMMH_WORKER_RANK=1 SMMH_LOCAL_WORKER_RANK=1 "
-                               "SMMH_LOCAL_WORKERS=2 /opt/venv/bin/python -m sagemaker_mxnet_horovod.act.rank_env")
+                               "SMMH_LOCAL_WORKERS=2 /opt/venv/bin/python -m sagemaker_mxnet_horovod.act.rank_program")
                for line in lines)
     assert not any(line.startswith("command:") for line in lines)
     assert ("process logs: /opt/ml/output/data/logs/<host>-rank-<worker>.log (a server's, the scheduler's: "

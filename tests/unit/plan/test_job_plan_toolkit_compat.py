@@ -2,7 +2,7 @@
 program's working directory, MPI options only where mpirun runs. (A topic of job_plan.py's tests, kept apart from
 test_job_plan.py; the SM_* environment: compat/test_toolkit_env.py; stray output files: test_stray_outputs.py.)"""
 
-from sagemaker_mxnet_horovod.act.rank_env import rank_environment
+from sagemaker_mxnet_horovod.act.rank_program import rank_environment
 from unit_helpers.plan_cases import GPU8, config, options, plan
 
 # --- --NCCL_DEBUG -----------------------------------------------------------------------------------------
@@ -13,7 +13,7 @@ def test_aws_horovod_example_options_on_master_and_worker():
     master = plan(config(hps))
     argv = list(master.command)
     assert "--NCCL_DEBUG=INFO" not in argv and "-verbose" in argv  # mpirun gets the rest
-    assert argv.index("-verbose") < argv.index("sagemaker_mxnet_horovod.act.rank_env")
+    assert argv.index("-verbose") < argv.index("sagemaker_mxnet_horovod.backends.mpi.rank_env")
     assert master.env["NCCL_DEBUG"] == "INFO" and "NCCL_DEBUG" in {argv[i + 1] for i, a in enumerate(argv)
                                                                      if a == "-x"}
     worker = plan(config(hps, current="algo-2"))
@@ -40,8 +40,8 @@ def test_nccl_debug_defaults_to_warn_on_gpus_only():
 def test_every_rank_starts_in_the_code_directory():
     for cfg in (config(hosts=("algo-1",)), config()):
         argv = plan(cfg).command
-        i = argv.index("sagemaker_mxnet_horovod.act.rank_env")
-        assert argv[i + 1:i + 4] == ("/run/sagemaker-cluster", "/opt/ml/code", "--")
+        i = argv.index("-m") + 1  # the rank's start: act/rank_program.py, or the MPI backend's (backends/mpi/rank_env)
+        assert argv[i].endswith((".rank_program", ".rank_env")) and argv[i + 1:i + 4] == ("/run/sagemaker-cluster", "/opt/ml/code", "--")
 
 
 def test_mpi_options_count_only_when_mpirun_runs():

@@ -47,4 +47,4 @@ def exported(argv):
 
 
 def program_part(argv):
-    return list(argv[argv.index("sagemaker_mxnet_horovod.act.rank_env") - 2:])
+    return list(argv[argv.index("sagemaker_mxnet_horovod.backends.mpi.rank_env") - 2:])

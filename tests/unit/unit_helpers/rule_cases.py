@@ -27,8 +27,9 @@ def job(hosts=("algo-1",), facts=CPU2, env=None, instance_type=None, **hps):
     config = parse_training_config(Paths(Path("/opt/ml")), resource, {"sagemaker_program": "mnist", **hps}, {}, {},
                                    entrypoints_dir=ENTRYPOINTS)
     layout = plan_layout(config, facts)
+    backend = choose(layout)
     return PlanInputs(config, facts, env or {}, layout, resolve_program(config, "python", ENTRYPOINTS),
-                      choose(layout).collectives_in_shm)
+                      backend.collectives_in_shm, backend.options_env(config, env or {}))
 
 
 def two_hosts(**kwargs):

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from sagemaker_mxnet_horovod.act.requirements import install_requirements
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.core.plan import Plan, Program
 from sagemaker_mxnet_horovod.parse.paths import Paths
@@ -43,22 +44,13 @@ def fetch_user_code(program: Program) -> None:
 
 def install_user_code(plan: Plan, log: Callable[[str], None]) -> None:
     """As the toolkit, for the entry point's kind (decided on the fetched code): a package is pip-installed with
-    its requirements.txt, a script gets its requirements.txt, a command is made executable."""
+    its requirements.txt, a script gets its requirements.txt (act/requirements.py: with the image's packages held),
+    a command is made executable."""
     program = plan.program
     code_dir = Path(program.code_dir)
     package = program.kind == "package"
     if package or (code_dir / "requirements.txt").exists():
-        from sagemaker_training import modules
-
-        # The toolkit's pip runs with this process's environment: give it the plan's pip settings (the
-        # warm pool's cache directory, see env_rules.warm_pool_cache).
-        os.environ.update({name: value for name, value in plan.env.items() if name.startswith("PIP_")})
-        if package:  # `pip install . [-r requirements.txt]`; the ranks run it as a module
-            log(f"installing the Python package in {code_dir}")
-            modules.install(str(code_dir), capture_error=True)
-        else:
-            log(f"installing {code_dir / 'requirements.txt'}")
-            modules.install_requirements(str(code_dir), capture_error=True)
+        install_requirements(program, plan.env, plan.run_dir, log)
     script = code_dir / program.name
     if not package and not script.exists():
         raise ConfigError(f"{KEYS.program} {program.name!r} is not in {KEYS.submit_directory} "

@@ -1,6 +1,6 @@
 """Every rank's Python stack on demand, without stopping the job: into the log and output/data/stacks/.
 
-In each Python rank (rank_env installs it), a thread waits for STACK_SIGNAL, which every other thread of the
+In each Python rank (rank_program installs it), a thread waits for STACK_SIGNAL, which every other thread of the
 rank blocks, and writes the stack of each of the rank's threads to RUN_DIR/stacks/<dump>/rank-<R>.txt. A thread
 of its own answers where the main thread is blocked in native code (a read, a lock, a collective), which a Python
 signal handler would wait for; a rank stuck while holding the GIL cannot answer. Each rank registers its pid,

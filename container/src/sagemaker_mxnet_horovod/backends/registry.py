@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sagemaker_mxnet_horovod.backends import mpi, parameter_server, single
+from sagemaker_mxnet_horovod.backends import parameter_server, single
+from sagemaker_mxnet_horovod.backends.mpi import backend as mpi  # its package imports nothing: every rank imports it
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts

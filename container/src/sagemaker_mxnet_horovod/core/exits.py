@@ -24,6 +24,10 @@ class PlanError(ConfigError):
     """The configuration is valid but cannot be run on these hosts (exit 2)."""
 
 
+class SetupError(RuntimeError):
+    """This host could not be readied for the job (the user's code, its requirements); the message says why (exit 1)."""
+
+
 class ClusterError(RuntimeError):
     """A peer did not do its part in time, or said why it could not (exit 1)."""
 

@@ -1,10 +1,10 @@
 """Failure reports: what SageMaker shows users (the first 1024 characters of /opt/ml/output/failure).
 
-A Failure is a record built once, where the failure is understood (diagnose/ranks.py for a job's ranks,
-diagnose/verdict.py for the whole job, core/stop.py for a stop, cli.py for a job that never started), and rendered
-once: the cause first (which host or rank,
-exit code or signal, the error line or the native crash), a finding of the launcher's own before it when it has
-one, then the detail (the last lines of whoever failed).
+A Failure is a record built once, where the failure is understood (backends/mpi/mpirun_report.py for mpirun's
+ranks, diagnose/process_failure.py for another process, diagnose/verdict.py for the whole job, core/stop.py for a
+stop, cli.py for a job that never started), and rendered once: the cause first (which host or rank, exit code or
+signal, the error line or the native crash), a finding of the launcher's own before it when it has one, then the
+detail (the last lines of whoever failed).
 
 A failure file the user's own program wrote during the job is kept: its text comes first, then the launcher's
 diagnosis (the toolkit keeps the user's file and drops its own message; we keep both): compose_failure.

@@ -16,6 +16,8 @@ class Program:
     submit_directory: str | None = None  # local dir or s3:// tarball to fetch into code_dir first
     code_dir: str | None = None
     kind: str = "script"  # a user's entry point: "script" (python FILE), "package" (python -m) or "command"
+    # The image's packages its requirements.txt may replace (canonical names; "all": every one)
+    requirements_replace: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,18 @@ class ShmBudget:
 
 
 @dataclass(frozen=True)
+class GlooRendezvous:
+    """Horovod's Gloo rendezvous, when the job runs Horovod over Gloo under mpirun (backends/mpi/gloo.py decides it,
+    once, in the plan): the master serves it (backends/mpi/rendezvous.py), and each rank, told by this host's
+    rank-env file, gets its own numbers for it (backends/mpi/rank_env.py)."""
+
+    port: int  # where the master serves it: HOROVOD_GLOO_RENDEZVOUS_PORT, the user's or the launcher's
+    bind_address: str  # where the master listens: loopback on one host, else its cluster address ("": all)
+    size: int  # the job's ranks
+    local_size: int  # the ranks of each host
+
+
+@dataclass(frozen=True)
 class Plan:
     """This host's part of the job: what it runs, with which environment, and what the diagnosis needs to know."""
 
@@ -75,8 +89,9 @@ class Plan:
     interface: str | None
     program: Program
     command: tuple[str, ...]  # what this host executes: mpirun ... or the program; empty on MPI workers
-    env: Mapping[str, str]  # variables to set on top of the container's environment
-    rank_env: Mapping[str, str]  # this host's SM_* values, applied by each local rank (see rank_env.py)
+    # Variables to set on top of the container's environment: the backend's options' (MPI's -x), SM_*, the defaults
+    env: Mapping[str, str]
+    rank_env: Mapping[str, str]  # this host's SM_* values, given to each local rank (act/rank_program.rank_environment)
     rank_hosts: tuple[str, ...]  # host of each rank (a parameter-server job: of each worker), for naming it
     peer_timeout_s: float
     handshake_port: int
@@ -91,6 +106,7 @@ class Plan:
     # output/data: each rank's log (logs/<host>-rank-<rank>.log) and stacks (stacks/) go there ("": nowhere)
     output_data_dir: str = ""
     console_ranks: frozenset[int] | None = None  # the ranks whose output reaches the console; None: all
+    gloo_rendezvous: GlooRendezvous | None = None  # Horovod over Gloo under mpirun: the rendezvous; None: no Gloo
 
     @property
     def workers(self) -> tuple[str, ...]:

@@ -13,18 +13,22 @@ the moment: stopped().
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 
-from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, StopRequested
+from sagemaker_mxnet_horovod.core.exits import EXIT_STOPPED, SAGEMAKER_KILL_AFTER_S, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure, signal_name
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 _listener: Callable[[int], object] | None = None  # the running job's, once it listens
 _handed: set[int] = set()  # the signals handed to it so far
+_first_at: list[float] = []  # time.monotonic() when the first stop signal came
 
 
 def _on_signal(signum: int, _frame) -> None:
+    if not _first_at:
+        _first_at.append(time.monotonic())
     if _listener is None:
         raise StopRequested(signum)
     if signum in _handed:
@@ -46,6 +50,11 @@ def listen(listener: Callable[[int], object]) -> None:
     install()
     _listener = listener
     _handed.clear()
+
+
+def seconds_to_kill() -> float | None:
+    """How long until SageMaker's SIGKILL, counted from the first stop signal; None when no stop came."""
+    return SAGEMAKER_KILL_AFTER_S - (time.monotonic() - _first_at[0]) if _first_at else None
 
 
 def stopped(signum: int, how: str, host: str | None = None) -> Failure:

@@ -14,7 +14,7 @@ from sagemaker_mxnet_horovod.core.failure import Failure
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
-from sagemaker_mxnet_horovod.diagnose.ranks import process_failure
+from sagemaker_mxnet_horovod.diagnose.process_failure import process_failure
 
 
 @dataclass(frozen=True)

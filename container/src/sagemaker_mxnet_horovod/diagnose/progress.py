@@ -8,7 +8,7 @@ or the main thread computing (its CPU time growing: importing MXNet alone took o
 silently). A rank blocked in MXNet waiting for a result (a collective's or a computation's) counts as alive:
 when others never submit that collective, it is a stall, which Horovod's stall inspector ends
 (horovod_stall_timeout_s), naming the ranks that never submitted it. What is left is a main thread blocked
-elsewhere: on I/O, a lock, a queue, a peer outside Horovod. Stdlib only; started by rank_env.
+elsewhere: on I/O, a lock, a queue, a peer outside Horovod. Stdlib only; started by act/rank_program.py.
 
 A parameter-server worker has no stall inspector: its pushes and pulls are the engine's, and a server that never
 answers leaves its main thread waiting on the engine (asnumpy, wait_to_read) forever, every thread idle (measured:

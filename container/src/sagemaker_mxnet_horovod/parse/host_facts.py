@@ -26,6 +26,10 @@ class HostFacts:
     shm_bytes: int | None = None  # the size of /dev/shm (None: there is none)
     shm_free_bytes: int | None = None  # what is free of it at the start: a tmpfs shared with others may be in use
 
+    def address_of(self, interface: str | None) -> str:
+        """This host's IPv4 address on the interface, where its servers bind ("" when it has none: every address)."""
+        return next((ip for name, ip in self.interface_addresses if name == interface), "")
+
 
 def parse_default_route_interface(proc_net_route: str) -> str | None:
     """The interface of the IPv4 default route in /proc/net/route text (destination 00000000, mask 0)."""

@@ -13,7 +13,13 @@ from typing import Any
 from sagemaker_mxnet_horovod.core.exits import ConfigError
 from sagemaker_mxnet_horovod.parse.mpi_options import MpiOptions, parse_mpi_options
 from sagemaker_mxnet_horovod.parse.resource_config import parse_instance_group_names
-from sagemaker_mxnet_horovod.parse.values import parse_bool, parse_float, parse_int, parse_rank_set
+from sagemaker_mxnet_horovod.parse.values import (
+    parse_bool,
+    parse_float,
+    parse_int,
+    parse_package_names,
+    parse_rank_set,
+)
 
 # Hyperparameter prefixes the launcher consumes; keys with them never reach the training program.
 LAUNCHER_PREFIXES = ("sagemaker_", "horovod_", "mpi_")
@@ -95,6 +101,10 @@ class LauncherSettings:
                                env=("SAGEMAKER_PROGRAM", "SM_USER_ENTRY_POINT"))
     submit_directory: str | None = knob("sagemaker_submit_directory", text, None,
                                         "the user's code: a directory or an s3:// tarball")
+    # A user's requirements.txt installs with the image's packages held at their versions (act/requirements.py).
+    requirements_replace: frozenset[str] = knob(
+        "sagemaker_requirements_replace", parse_package_names, frozenset(),
+        "the image's packages a requirements.txt may replace (names, or all: none held); unset: none")
     mpi_enabled: bool | None = knob("sagemaker_mpi_enabled", parse_bool, None,
                                     "MPI or not; unset: MPI when the job has more than one process")
     processes_per_host: int | None = knob("sagemaker_mpi_num_of_processes_per_host", at_least(parse_int, 1), None,
@@ -110,10 +120,14 @@ class LauncherSettings:
                                                      "HOROVOD_FUSION_THRESHOLD; unset: Horovod's")
     horovod_cycle_time_ms: float | None = knob("horovod_cycle_time_ms", at_least(parse_float, 0), None,
                                                "HOROVOD_CYCLE_TIME; unset: Horovod's")
-    # Opt-in: on CPU hosts the casts cost more than the halved bytes save (docs/benchmarks.md, emulated links).
+    # Opt-in: on CPU hosts the casts cost more than the halved bytes save (docs/benchmarks/link-scaling.md).
     horovod_gradient_compression: str = knob(
         "horovod_gradient_compression", gradient_compression, "none",
         "what hvd.DistributedTrainer compresses gradients to where the script does not choose (fp16: half the bytes)")
+    # On: timing one step in ten costs well under 1% of a step (docs/benchmarks/straggler-overhead.md).
+    horovod_straggler_report: bool = knob(
+        "horovod_straggler_report", parse_bool, True,
+        "which rank the others wait for: hvd.DistributedTrainer's allreduces timed, the verdict in the log, a report")
     distribution_instance_groups: tuple[str, ...] | None = knob(
         "sagemaker_distribution_instance_groups", parse_instance_group_names, None,
         "the instance groups MPI spans; unset: the current host's group")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,29 @@ def parse_rank_set(key: str, value: Any) -> frozenset[int] | None:
             raise ConfigError(f"hyperparameter {key}={value!r} is not a list of ranks (all, none, 0, '0,2-3')")
         ranks.update(range(int(first), int(last if dash else first) + 1))
     return frozenset(ranks)
+
+
+ALL_PACKAGES = "all"  # parse_package_names: every package
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")  # PEP 508's name
+
+
+def canonical_package_name(name: str) -> str:
+    """A distribution's name as pip compares them (PEP 503): 'OpenCV_Python' is 'opencv-python'."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def parse_package_names(key: str, value: Any) -> frozenset[str]:
+    """Distribution names, canonical: a comma-separated string ('numpy, opencv-python') or a list (as JSON decodes
+    it); 'all' alone stands for every package (ALL_PACKAGES)."""
+    parts = [str(v) for v in value] if isinstance(value, list) else str(value).split(",")
+    names = frozenset(canonical_package_name(part.strip()) for part in parts if part.strip())
+    if ALL_PACKAGES in names and len(names) > 1:
+        raise ConfigError(f"hyperparameter {key}={value!r}: 'all' stands alone, or name the packages")
+    bad = sorted(part.strip() for part in parts if part.strip() and not _PACKAGE_NAME.match(part.strip()))
+    if bad or isinstance(value, bool):
+        raise ConfigError(f"hyperparameter {key}={value!r} is not a list of package names ('numpy,opencv-python', "
+                          f"or all)")
+    return names
 
 
 def decode_hyperparameter(value: Any) -> Any:

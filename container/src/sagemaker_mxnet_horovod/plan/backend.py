@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from sagemaker_mxnet_horovod.core.outcome import Outcome
-from sagemaker_mxnet_horovod.core.plan import LocalProcess, Plan
+from sagemaker_mxnet_horovod.core.plan import GlooRendezvous, LocalProcess, Plan
 from sagemaker_mxnet_horovod.parse.paths import Paths
+from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
 from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule
 
 
@@ -23,8 +24,8 @@ class HostInputs:
     """What a backend plans this host's part from."""
 
     job: PlanInputs
-    env: Mapping[str, str]  # the variables the rules decided (SM_* included), on top of the container's
-    rank_argv: tuple[str, ...]  # how each rank (or worker) starts: rank_env, then the program
+    env: Mapping[str, str]  # what the plan sets on top of the container's environment (the plan's env)
+    rank_argv: tuple[str, ...]  # how each rank (or worker) starts: the backend's rank_module, then the program
     run_dir: str
     python: str
 
@@ -39,6 +40,7 @@ class HostPlan:
     # files count as the job's output (plan/stray_outputs.py)
     rank_variables: Mapping[str, str] = field(default_factory=dict)
     lines: tuple[str, ...] = ()  # the backend's own lines for the start log
+    gloo_rendezvous: GlooRendezvous | None = None  # the MPI backend's, when its ranks run Horovod over Gloo
 
 
 class Backend(ABC):
@@ -48,6 +50,13 @@ class Backend(ABC):
     # Its ranks' collectives use /dev/shm: Open MPI's segments between a host's ranks, NCCL's between its GPUs.
     collectives_in_shm: ClassVar[bool] = False
     rules: ClassVar[tuple[Rule, ...]] = ()  # its environment rules, after every job's (env_rules.RULES)
+    # The module each of its ranks (or workers) starts through: act/rank_program.py (line-buffered output, the code
+    # directory as working directory, as under the toolkit), or a module of the backend's own that ends there.
+    rank_module: ClassVar[str] = "sagemaker_mxnet_horovod.act.rank_program"
+
+    def options_env(self, config: TrainingConfig, base_env: Mapping[str, str]) -> dict[str, str]:
+        """What the backend's own options, the user's, set on every rank (PlanInputs.options_env): none by default."""
+        return {}
 
     def summary(self, total_processes: int) -> str:
         """The job's processes as this backend counts them, for the start log: '2 processes, MPI'."""

@@ -3,15 +3,15 @@
 A host's cores (HostFacts.cpu_count: its CPU affinity and cgroup quota) are its own on SageMaker, one instance per
 host. In SDK local mode every host of the job is a container on the same machine, each seeing the same cores, so
 counting a host as if it were alone gives every rank all of them: 2 hosts x 1 rank on 2 cores ran 4 OpenMP threads
-on 2 cores, and libgomp's spinning waits made MNIST's first epoch 4.5x to 17x a steady one (docs/benchmarks.md,
-"Threads when hosts share a machine"). The cores are split between the ranks of every host on the machine instead.
+on 2 cores, and libgomp's spinning waits made MNIST's first epoch 4.5x to 17x a steady one
+(docs/benchmarks/first-epoch.md, "Threads when hosts share a machine"). The cores are split between the ranks of every host on the machine instead.
 
 Which hosts share this machine: SDK local mode writes the estimator's instance type into resourceconfig.json's
 current_instance_type, "local" or "local_gpu" (v2's Estimator), "local_cpu" or "local_gpu" as v3's ModelTrainer
 examples and this repository's SDK tests use: then all of the job's hosts. Anywhere else a host is taken to be alone
 (SageMaker's own types all start "ml."). Hosts started on one
 machine some other way (a plain `docker run` of each) are not detected yet: comparing the hosts' boot ids over the
-cluster protocol would tell (docs/benchmarks.md); until then such a job sets OMP_NUM_THREADS itself.
+cluster protocol would tell (docs/benchmarks/first-epoch.md); until then such a job sets OMP_NUM_THREADS itself.
 """
 
 from __future__ import annotations

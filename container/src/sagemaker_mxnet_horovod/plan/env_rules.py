@@ -1,10 +1,12 @@
 """Environment rules: the variables the launcher sets for every rank, each with its reason.
 
-A rule reads the planner's inputs (PlanInputs: the config, this host's facts, the container's environment, the
-layout, the program) and returns Settings (a variable, its value, why) and notes for the start log. A variable
-in the container's environment (the job's `environment`, i.e. the user's) wins over a rule's default; the
-start log says so. RULES lists every job's rules in the order the start log shows them; a backend's own rules
-(Backend.rules, in its folder of backends/) follow them.
+A rule reads the planner's inputs (PlanInputs: the config, this host's facts, the user's environment, the layout,
+the program) and returns Settings (a variable, its value, why) and notes for the start log. What the user sets wins
+over a rule's default, by whichever route they set it: the job's `environment` (the container's) or the backend's
+own options (MPI's `-x NAME=VALUE` in sagemaker_mpi_custom_mpi_options, which also win over a value the user asked
+for in the hyperparameters); the start log says so (docs/launcher.md, "Who wins", has the whole table). RULES lists
+every job's rules in the order the start log shows them; a backend's own rules (Backend.rules, in its folder of
+backends/) follow them.
 
 Adding a default is a rule and a line in RULES (or in a backend's rules, for its jobs only), e.g.:
 
@@ -18,7 +20,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from sagemaker_mxnet_straggler.hook import VARIABLE as STRAGGLER_VARIABLE
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
 from sagemaker_mxnet_horovod.core.plan import Program, ShmBudget
@@ -26,47 +31,68 @@ from sagemaker_mxnet_horovod.diagnose import shm
 from sagemaker_mxnet_horovod.parse.host_facts import HostFacts
 from sagemaker_mxnet_horovod.parse.settings import KEYS
 from sagemaker_mxnet_horovod.parse.training_config import TrainingConfig
-from sagemaker_mxnet_horovod.plan.layout import Layout
+from sagemaker_mxnet_horovod.plan.layout import MPI, PARAMETER_SERVER, Layout
 
 
 @dataclass(frozen=True)
 class PlanInputs:
-    """The planner's inputs: everything a rule may read."""
+    """The planner's inputs: everything a rule may read. A rule reads the user's own values in user_env."""
 
     config: TrainingConfig
     facts: HostFacts
-    base_env: Mapping[str, str]  # the container's environment
+    base_env: Mapping[str, str]  # the container's environment (the job's `environment`, SageMaker's, the image's)
     layout: Layout
     program: Program
     # The backend's ranks' collectives use /dev/shm (Backend.collectives_in_shm): Open MPI's segments, NCCL's.
     collectives_in_shm: bool = False
+    # What the backend's own options set on every rank (Backend.options_env; MPI: -x NAME=VALUE, and -x NAME for a
+    # variable of the container's): the user's too, and more specific than the container's environment.
+    options_env: Mapping[str, str] = field(default_factory=dict)
+
+    @cached_property
+    def user_env(self) -> Mapping[str, str]:
+        """The environment the user gives the ranks: the container's, with the backend's options over it."""
+        return {**self.base_env, **self.options_env}
 
 
 @dataclass(frozen=True)
 class Setting:
-    """A variable a rule sets on every rank, and why. The container's environment wins, unless the user asked
-    for this value in the hyperparameters (user_wins=False)."""
+    """A variable a rule sets on every rank, and why. Whatever the user sets wins (user_wins), by any route. A value
+    the user asked for in the hyperparameters (--NCCL_DEBUG, horovod_gradient_compression) or that the backend
+    decides (the parameter server's layout) replaces the container's environment (user_wins=False), and yields only
+    to the backend's options (-x), the more specific; a value the job cannot run without (required: the address
+    where the master serves Gloo's rendezvous) replaces every route of the user's."""
 
     name: str
     value: str
     why: str
     user_wins: bool = True
+    required: bool = False
 
 
 Rule = Callable[[PlanInputs], "list[Setting | str]"]  # a str is a note for the start log
 
 
+def users_value(effect: Setting, job: PlanInputs) -> str | None:
+    """The user's own value for the setting's variable, when it replaces the setting's (Setting's precedence)."""
+    if effect.required:
+        return None
+    if effect.name in job.options_env:
+        return job.options_env[effect.name]
+    return job.base_env.get(effect.name) if effect.user_wins else None
+
+
 def apply_rules(rules: tuple[Rule, ...], job: PlanInputs) -> tuple[dict[str, str], list[str]]:
-    """The variables to set on top of the container's environment, and a note for each, in rule order."""
+    """The variables to set on top of the user's environment, and a note for each, in rule order: what the user
+    set instead of a rule's value is named as theirs, with the value it replaced."""
     env: dict[str, str] = {}
     notes: list[str] = []
     for rule in rules:
         for effect in rule(job):
             if isinstance(effect, str):
                 notes.append(effect)
-            elif effect.user_wins and effect.name in job.base_env:
-                notes.append(f"{effect.name}={job.base_env[effect.name]} (set by you; default would be "
-                             f"{effect.value}: {effect.why})")
+            elif (users := users_value(effect, job)) is not None:
+                notes.append(f"{effect.name}={users} (set by you; default would be {effect.value}: {effect.why})")
             else:
                 env[effect.name] = effect.value
                 notes.append(f"{effect.name}={effect.value} ({effect.why})")
@@ -85,7 +111,7 @@ def warm_pool_cache(job: PlanInputs) -> list[Setting]:
     requirements.txt), MXNet's data home (MXNET_HOME: GluonCV's and Gluon's pretrained weights) and, on GPU hosts,
     CUDA's JIT cache: MXNet compiles its fused pointwise kernels with NVRTC in every process and the driver turns
     their PTX into machine code, a first-step cost the cache saves in the next job (not measured: no GPU here)."""
-    cache = job.base_env.get(WARM_POOL_CACHE_VAR, "").rstrip("/")
+    cache = job.user_env.get(WARM_POOL_CACHE_VAR, "").rstrip("/")
     if not cache:
         return []
     why = f"{WARM_POOL_CACHE_VAR} is set: kept for the next job on this warm-pool instance"
@@ -124,6 +150,20 @@ def horovod_hyperparameters(job: PlanInputs) -> list[Setting]:
     return found
 
 
+def straggler_report(job: PlanInputs) -> list[Setting | str]:
+    """Where every MPI rank's straggler recorder (the image's sagemaker_mxnet_straggler.pth) has rank 0 write its
+    report. It times hvd.DistributedTrainer, which a parameter-server job does not use: off there, said."""
+    if not job.config.settings.horovod_straggler_report:
+        return []
+    if job.layout.distribution == PARAMETER_SERVER:
+        return [f"straggler report: off in a parameter-server job ({KEYS.horovod_straggler_report} times "
+                "hvd.DistributedTrainer's allreduces; kvstore workers have none)"]
+    if job.layout.distribution != MPI:
+        return []  # one process: no other rank to wait for
+    return [Setting(STRAGGLER_VARIABLE, str(job.config.paths.output_data_dir / "straggler"),
+                    f"{KEYS.horovod_straggler_report}: which rank the others wait for, in the log and this report")]
+
+
 # Horovod checks for stalled collectives every this many seconds at most (its own default): each check
 # warns on rank 0's stderr, naming the missing ranks, long before the stall ends the job.
 STALL_CHECK_MAX_S = 60
@@ -135,7 +175,7 @@ def hang_watch_env(stall_timeout_s: float, progress_timeout_s: float) -> list[tu
     HOROVOD_STALL_SHUTDOWN_TIME_SECONDS, the waiting ranks' collectives fail and mpirun ends the job. It checks
     every HOROVOD_STALL_CHECK_TIME_SECONDS (cached tensors take one more check to be seen), so the job ends
     within timeout + 2 checks: the check is at most half the timeout. The progress watch runs in each rank
-    (rank_env)."""
+    (act/rank_program.py)."""
     rules = []
     if stall_timeout_s > 0:
         shutdown = max(1, math.ceil(stall_timeout_s))
@@ -239,6 +279,7 @@ RULES: tuple[Rule, ...] = (
     fusion_off_on_old_drivers,
     program_environment,
     horovod_hyperparameters,
+    straggler_report,
     nccl_debug,
     hang_watch,
     shm_size_check,

@@ -25,9 +25,6 @@ from sagemaker_mxnet_horovod.plan.layout import Layout
 from sagemaker_mxnet_horovod.plan.programs import resolve_program
 from sagemaker_mxnet_horovod.plan.stray_outputs import find_stray_outputs, warning
 
-# Every rank, whatever the backend, starts through this module (act/rank_env.py): this host's SM_* values,
-# line-buffered output, and the code directory as its working directory, as under the toolkit.
-RANK_ENTRY_MODULE = "sagemaker_mxnet_horovod.act.rank_env"
 DEFAULT_RUN_DIR = "/run/sagemaker-cluster"
 
 
@@ -47,10 +44,13 @@ def make_plan(
 
     # SM_* variables as the sagemaker-training toolkit exports them, so toolkit-style scripts run unchanged.
     sm_env = sm_environment(config, facts.cpu_count, facts.gpu_count, layout.interface, program.name, base_env)
-    job = PlanInputs(config, facts, base_env, layout, program, backend.collectives_in_shm)
+    job = PlanInputs(config, facts, base_env, layout, program, backend.collectives_in_shm,
+                     backend.options_env(config, base_env))
     defaults, rule_notes = apply_rules(RULES + backend.rules, job)
-    env = {**sm_env, **defaults}
-    rank_argv = (python, "-m", RANK_ENTRY_MODULE, run_dir, str(config.paths.code_dir), "--", *program.argv)
+    # On top of the container's environment: the backend's options (the user's, more specific), this host's SM_*
+    # (the toolkit's, this host's own), the rules' defaults that the user did not replace.
+    env = {**job.options_env, **sm_env, **defaults}
+    rank_argv = (python, "-m", backend.rank_module, run_dir, str(config.paths.code_dir), "--", *program.argv)
     host = backend.host_plan(HostInputs(job, env, rank_argv, run_dir, python))
     strays = find_stray_outputs(config.paths, host.rank_variables, {**base_env, **env})
 
@@ -81,6 +81,7 @@ def make_plan(
         shm=shm_budget(job),
         output_data_dir=str(config.paths.output_data_dir),
         console_ranks=config.settings.console_ranks,
+        gloo_rendezvous=host.gloo_rendezvous,
     )
 
 

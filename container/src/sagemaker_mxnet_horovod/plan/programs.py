@@ -56,4 +56,4 @@ def resolve_program(config: TrainingConfig, python: str, entrypoints_dir: str,
         # #! line picks its interpreter, and a file without one runs with sh. install_user_code makes it executable.
         argv = ("/bin/sh", "-c", './"$0" "$@"', name, *args)
     return Program(name=name, argv=argv, builtin=False, submit_directory=settings.submit_directory,
-                   code_dir=code_dir, kind=kind)
+                   code_dir=code_dir, kind=kind, requirements_replace=settings.requirements_replace)

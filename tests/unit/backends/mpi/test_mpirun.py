@@ -25,7 +25,7 @@ from sagemaker_mxnet_horovod.parse.mpi_options import parse_mpi_options
 from sagemaker_mxnet_horovod.plan.env_rules import Setting, apply_rules
 from unit_helpers.rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
 
-RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
+RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.backends.mpi.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
 BASE = [("pml", "ob1"), ("btl", "^openib,ofi"), ("btl_vader_single_copy_mechanism", "none"),
         ("plm_rsh_no_tree_spawn", "1"), ("orte_abort_on_non_zero_status", "1")]
 
@@ -114,7 +114,7 @@ def test_exports_the_containers_and_the_plans_variables_and_custom_options_come_
     argv = list(command(custom=("-x", "MSG=hello world"), base_env={"PATH": "/b", "HOME": "/root"},
                         env={"OMP_NUM_THREADS": "1"}))
     assert {argv[i + 1] for i, a in enumerate(argv) if a == "-x"} == {"PATH", "OMP_NUM_THREADS", "MSG=hello world"}
-    assert argv.index("MSG=hello world") < argv.index("sagemaker_mxnet_horovod.act.rank_env")
+    assert argv.index("MSG=hello world") < argv.index("sagemaker_mxnet_horovod.backends.mpi.rank_env")
     assert argv[-len(RANK_ARGV):] == list(RANK_ARGV)
     assert shlex.split(shlex.join(argv)) == argv
 

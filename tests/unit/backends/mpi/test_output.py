@@ -1,5 +1,5 @@
 """output.py: mpirun's output as the verdict reads it: tagged by rank, each rank named with the plan's host, mpirun's
-report naming the rank killed by SIGKILL and the first failed rank (captured in this image: diagnose/test_ranks.py)."""
+report naming the rank killed by SIGKILL and the first failed rank (captured in this image: test_mpirun_report.py)."""
 
 import signal
 

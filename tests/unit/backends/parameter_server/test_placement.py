@@ -17,7 +17,7 @@ from sagemaker_mxnet_horovod.backends.parameter_server.placement import (
 from sagemaker_mxnet_horovod.plan.env_rules import apply_rules
 from unit_helpers.rule_cases import CPU2, CPU16, GPU8, job, settings, two_hosts
 
-RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_env", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
+RANK_ARGV = ("python", "-m", "sagemaker_mxnet_horovod.act.rank_program", "/run/sc", "/opt/ml/code", "--", "python", "p.py")
 ROLE_ARGV = ("python", "-c", "import mxnet")
 PS = {"sagemaker_parameter_server_enabled": "true"}
 
@@ -40,7 +40,7 @@ def test_the_first_host_runs_scheduler_its_server_and_its_worker():
                                                      ("worker 0", "worker")]
     assert processes[0].argv == processes[1].argv == ROLE_ARGV  # `import mxnet` runs the role (AWS's command)
     assert dict(processes[0].env) == {"DMLC_ROLE": "scheduler"} and dict(processes[1].env) == {"DMLC_ROLE": "server"}
-    assert processes[2].argv == RANK_ARGV  # the program, through rank_env as every rank
+    assert processes[2].argv == RANK_ARGV  # the program, through rank_program as every rank
     assert {p.cwd for p in processes} == {"/opt/ml/code"}  # a server can unpickle the code's own optimizer
     assert dict(processes[2].env) == {"DMLC_ROLE": "worker", "SMMH_WORKER_RANK": "0", "SMMH_LOCAL_WORKER_RANK": "0",
                                       "SMMH_LOCAL_WORKERS": "1"}

@@ -142,7 +142,7 @@ def test_a_worker_whose_script_returned_counts_as_finished_while_it_waits_at_exi
     script.write_text("import atexit, os, time\natexit.register(lambda: time.sleep(60))\n"
                       "if os.environ['NAME'] == 'worker 1': time.sleep(60)\n")
     p = one_host(tmp_path, "", workers=2)
-    rank_argv = (sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", str(tmp_path / "run"),
+    rank_argv = (sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_program", str(tmp_path / "run"),
                  str(tmp_path / "code"), "--", sys.executable, str(script))
     p = dataclasses.replace(p, processes=tuple(
         dataclasses.replace(process, env={**process.env, "NAME": process.name,
@@ -289,7 +289,7 @@ def test_sigusr1_writes_every_workers_stacks_and_the_job_goes_on(tmp_path, capfd
     os.mkfifo(tmp_path / "release")
     p = one_host(tmp_path, "")
     worker = dataclasses.replace(p.processes[2], argv=(
-        sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_env", p.run_dir, str(tmp_path), "--",
+        sys.executable, "-m", "sagemaker_mxnet_horovod.act.rank_program", p.run_dir, str(tmp_path), "--",
         sys.executable, str(tmp_path / "train.py"), str(tmp_path / "release")),
         env={**p.processes[2].env, "SMMH_WORKER_RANK": "0"})
     p = dataclasses.replace(p, processes=(*p.processes[:2], worker), output_data_dir=str(tmp_path / "data"))

@@ -2,7 +2,8 @@
 its own: gather the workers (each checked in, its sshd up with the job's key) and release them with the outcome.
 While mpirun runs, the cluster's watches end a job it alone would leave hanging: a worker lost, an MPI daemon that
 never started or died, and a stop reaches every host. Without workers (MPI on one host) it is the command run.
-When the job asks for Horovod's Gloo (gloo.py), the master serves its rendezvous around mpirun (rendezvous.py).
+When the job asks for Horovod's Gloo (gloo.py), the master serves its rendezvous around mpirun (rendezvous.py), to
+the job's hosts only.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.cluster.master import Master
+from sagemaker_mxnet_horovod.act.cluster.network import ipv4_addresses
 from sagemaker_mxnet_horovod.act.cluster.ssh import generate_key
 from sagemaker_mxnet_horovod.act.command_run import CommandRun
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
-from sagemaker_mxnet_horovod.backends.mpi import gloo
 from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED, ClusterError, StopRequested
 from sagemaker_mxnet_horovod.core.failure import Failure
@@ -32,7 +33,6 @@ DAEMON_EXIT_GRACE_S = 15.0  # after a worker's MPI daemon exits, how long mpirun
 class MasterRun(CommandRun):
     def __init__(self, plan: Plan, env: Mapping[str, str], bind_address: str, failure_file: Path):
         super().__init__(plan, env, failure_file, MPIRUN)
-        self.rendezvous_port, self.bind_address = gloo.rendezvous_port(env), bind_address
         self.cluster = (Master(plan.workers, plan.handshake_port, bind_address, Path(plan.run_dir),
                                deadline=time.monotonic() + plan.peer_timeout_s) if plan.workers else None)
 
@@ -45,14 +45,14 @@ class MasterRun(CommandRun):
         return Outcome(failure, tuple(sorted(self.cluster.user_failures.items())) if self.cluster else ())
 
     def run_command(self) -> Failure | None:
-        """mpirun, with Horovod's Gloo rendezvous served around it when the plan asks for Gloo (gloo.py)."""
-        rendezvous = None
-        if self.rendezvous_port is not None:
+        """mpirun, with Horovod's Gloo rendezvous served around it when the plan has one (gloo.py)."""
+        rendezvous, planned = None, self.plan.gloo_rendezvous
+        if planned is not None:
             from sagemaker_mxnet_horovod.backends.mpi.rendezvous import Rendezvous, RendezvousError
 
             try:
-                rendezvous = Rendezvous(gloo.rendezvous_bind_address(len(self.plan.hosts), self.bind_address),
-                                        self.rendezvous_port, self.plan.total_processes, self.plan.processes_per_host)
+                rendezvous = Rendezvous(planned.bind_address, planned.port, planned.size, planned.local_size,
+                                        self.job_addresses())
             except RendezvousError as error:
                 return Failure(f"{error} on master {self.plan.current_host}", EXIT_FAILED,
                                host=self.plan.current_host)
@@ -62,6 +62,18 @@ class MasterRun(CommandRun):
         finally:
             if rendezvous:
                 rendezvous.close()
+
+    def job_addresses(self) -> set[str]:
+        """Where the job's ranks reach the master from (rendezvous.py answers them only): this host, by its cluster
+        address and what its name resolves to, and each worker from the address it checked in from, which the
+        check-in verified against its name (act/cluster/master.py)."""
+        own = {self.plan.gloo_rendezvous.bind_address} - {""}
+        try:
+            own |= set(ipv4_addresses(self.plan.master_host))
+        except OSError:
+            pass  # one host: loopback (the rendezvous admits it); across hosts the cluster address
+        workers = {link.connection.peer for link in self.cluster.links.values()} if self.cluster else set()
+        return own | workers
 
     def ask_workers(self):
         return self.cluster.ask_workers if self.cluster else None

@@ -15,7 +15,7 @@ from sagemaker_mxnet_horovod.plan.env_rules import PlanInputs, Rule, Setting
 # Open MPI busy-polls one core per rank while it waits; below this many cores per rank that steals a large
 # share of the compute (measured on 2 cores: Mask R-CNN 59 s/iter busy-polling vs 19 s/iter yielding; MNIST,
 # 2 hosts x 1 core per rank, 0.52-0.65 of the no-MPI control busy-polling vs 0.86-1.02 yielding, Horovod's
-# background thread 39 vs 8-12 ms of CPU per step: benchmarks/horovod_tuning.py, docs/benchmarks.md).
+# background thread 39 vs 8-12 ms of CPU per step: benchmarks/horovod_tuning.py, docs/benchmarks/horovod-tuning.md).
 # Horovod's cycle time, engine type and Gloo were measured too and are left at Horovod's defaults (same page).
 YIELD_WHEN_CORES_PER_RANK_BELOW = 5
 
@@ -123,11 +123,12 @@ def host_plan(inputs: HostInputs) -> HostPlan:
     job = inputs.job
     layout, custom = job.layout, job.config.settings.custom_mpi_options
     exported = custom.exported_values({**job.base_env, **inputs.env})
+    rendezvous = gloo.rendezvous(job)  # every host's ranks read it (rank_env.py), the master serves it
     if layout.role != "master":
-        return HostPlan(rank_variables=exported)
+        return HostPlan(rank_variables=exported, gloo_rendezvous=rendezvous)
     return HostPlan(mpirun_command(layout.hosts, job.facts.hostname, layout.processes_per_host,
                                    rank_cores(job).per_process, layout.interface, inputs.run_dir, custom, job.base_env,
-                                   inputs.env, inputs.rank_argv), rank_variables=exported)
+                                   inputs.env, inputs.rank_argv), rank_variables=exported, gloo_rendezvous=rendezvous)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -161,8 +162,8 @@ def transport_shares_the_core(job: PlanInputs) -> list[str]:
         return []
     # Gloo's transport waits without spinning: on a slow link it gives such a script most of that back (0.65 ->
     # 0.73-0.75 at link ratio 0.77), but costs where the link is fast or the compute is on the CPU (same page).
-    gloo_hint = "" if gloo.asks(gloo.ranks_environment(job)) else (", or on a slow link try Horovod's Gloo "
-                                                     "(HOROVOD_CPU_OPERATIONS=gloo in the job's environment)")
+    gloo_hint = "" if gloo.rendezvous(job) else (", or on a slow link try Horovod's Gloo "
+                                               "(HOROVOD_CPU_OPERATIONS=gloo in the job's environment)")
     return [f"{share.per_process} core per rank across hosts: Horovod's allreduce over TCP needs that core too, and "
             "a script's work on the CPU each step (an optimizer update, Python) slows its transfers; keep per-step "
             f"work off the CPU, give each rank 2 cores or more{gloo_hint} "

@@ -1,6 +1,6 @@
 """mpirun's output, as the run reads it (diagnose/job_output.JobOutput): every rank's pieces tagged with its rank
 (--tag-output), cut into each rank's whole lines by rank_tags.py, and mpirun's own report of the first rank that
-failed, which names the rank and how it ended (diagnose/ranks.py parses it). The MPI backend hands this reader to
+failed, which names the rank and how it ended (mpirun_report.py parses it). The MPI backend hands this reader to
 its run; nothing outside backends/mpi asks whether a job runs under mpirun or knows its tags."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from __future__ import annotations
 import signal
 from typing import ClassVar
 
+from sagemaker_mxnet_horovod.backends.mpi.mpirun_report import parse_mpirun_report, rank_failure
 from sagemaker_mxnet_horovod.backends.mpi.rank_tags import RankLines
 from sagemaker_mxnet_horovod.core.failure import Failure, rank_host
 from sagemaker_mxnet_horovod.core.outcome import JobResult
 from sagemaker_mxnet_horovod.core.plan import Plan
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog
 from sagemaker_mxnet_horovod.diagnose.job_output import JobOutput
-from sagemaker_mxnet_horovod.diagnose.ranks import parse_mpirun_report, rank_failure
 
 
 class MpirunOutput(JobOutput):

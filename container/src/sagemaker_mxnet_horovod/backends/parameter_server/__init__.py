@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from sagemaker_mxnet_horovod.act.rank_env import rank_environment
+from sagemaker_mxnet_horovod.act.rank_program import rank_environment
 from sagemaker_mxnet_horovod.backends.parameter_server import placement
 from sagemaker_mxnet_horovod.core.outcome import Outcome
 from sagemaker_mxnet_horovod.core.plan import Plan
@@ -28,7 +28,7 @@ class ParameterServer(Backend):
         # Imported to run: planning (and `train --dry-run`) needs none of it.
         from sagemaker_mxnet_horovod.backends.parameter_server.ps_run import ParameterServerRun
 
-        # This host's processes get the environment every rank gets (act/rank_env.py) directly: no file to apply.
+        # This host's processes get the environment every rank gets (act/rank_program.py) directly: no file to apply.
         return ParameterServerRun(plan, rank_environment(plan, env), bind_address, paths.failure_file).run()
 
 

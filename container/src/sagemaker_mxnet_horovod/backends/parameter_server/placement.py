@@ -1,6 +1,6 @@
 """The parameter-server backend's plan: where the job's roles run. Every host starts its own processes, no mpirun
 and no ssh: the scheduler on the job's first host, this host's servers, and its workers, which run the program
-through rank_env as every rank does. They are the plan's data (`local_processes`: each one's name, role, command
+through rank_program as every rank does. They are the plan's data (`local_processes`: each one's name, role, command
 and role variables); the DMLC_* variables they share are the backend's rules, each with its reason. ps_run.py runs
 them and the cluster coordinates the hosts.
 """

@@ -33,7 +33,7 @@ from sagemaker_mxnet_horovod.act.cluster.worker import (
     check_in_without_ssh,
 )
 from sagemaker_mxnet_horovod.act.outcome_files import read_user_failure
-from sagemaker_mxnet_horovod.act.rank_env import SCRIPT_RETURNED
+from sagemaker_mxnet_horovod.act.rank_program import SCRIPT_RETURNED
 from sagemaker_mxnet_horovod.backends.parameter_server.process_group import (
     OUTPUT_DRAIN_S,
     ProcessExit,
@@ -155,7 +155,7 @@ class ParameterServerRun:
         log(f"started {', '.join(p.name for p in self.plan.processes)}")
 
     def watch_returned(self, index: int, line: str) -> None:
-        if line == SCRIPT_RETURNED:  # a worker's own line, through rank_env
+        if line == SCRIPT_RETURNED:  # a worker's own line, through rank_program
             self.events.put(("returned", index))
 
     def follow_master(self) -> None:

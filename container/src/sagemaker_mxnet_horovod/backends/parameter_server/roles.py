@@ -4,7 +4,7 @@ ps-lite has no failure detection: when one process ends, the others wait for it 
 push or pull, the servers for its gradients, everyone in the barrier at exit). So every early end is the job's
 failure: a worker that exits non-zero; a server or the scheduler that ends before the workers are done (one
 that exits 0 is given the workers' finishing time: at the job's end rank 0 tells the servers to stop, moments
-before the workers exit); a worker that finishes (its script returns, which rank_env says on its stderr, or it
+before the workers exit); a worker that finishes (its script returns, which rank_program says on its stderr, or it
 exits 0) while another still trains long after (workers finish together: ps-lite's barrier at exit holds each
 until all arrive, and the one still training waits for the finished one's gradients).
 
@@ -21,7 +21,7 @@ from sagemaker_mxnet_horovod.core.exits import EXIT_FAILED
 from sagemaker_mxnet_horovod.core.failure import Failure, exit_status
 from sagemaker_mxnet_horovod.core.stop import stopped
 from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
-from sagemaker_mxnet_horovod.diagnose.ranks import process_failure
+from sagemaker_mxnet_horovod.diagnose.process_failure import process_failure
 
 # After a worker exits 0 (or a server or the scheduler does), how long the other workers may take to exit too.
 # ps-lite's barrier at exit (in the kvstore's destructor) releases all workers at once; a worker still running

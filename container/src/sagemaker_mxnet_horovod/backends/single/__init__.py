@@ -17,7 +17,7 @@ class Single(Backend):
     label = "no MPI"
 
     def host_plan(self, inputs: HostInputs) -> HostPlan:
-        """What this host executes: the program, started through rank_env as every rank is."""
+        """What this host executes: the program, started through rank_program as every rank is."""
         return HostPlan(command=tuple(inputs.rank_argv))
 
     def run(self, plan: Plan, env: Mapping[str, str], paths: Paths, bind_address: str) -> Outcome:

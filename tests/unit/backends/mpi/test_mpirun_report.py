@@ -1,4 +1,4 @@
-"""ranks.py: mpirun's output parsed into 'which rank, where, how', cause first; the rank with a cause of its own
+"""mpirun_report.py: mpirun's output parsed into 'which rank, where, how', cause first; the rank with a cause of its own
 named rather than the one that only noticed it; a native crash named by its signal and frame.
 
 captures/ holds real output of ranks that crashed in native code:
@@ -9,17 +9,17 @@ captures/ holds real output of ranks that crashed in native code:
 - ctypes-segv-mxnet-handler.txt: ctypes.string_at(0) on rank 1 after hvd.init() (MXNet's handler).
 - ctypes-segv-open-mpi-handler.txt: the same with SIGSEGV reset to SIG_DFL before hvd.init() (Open MPI's).
 - os-abort-open-mpi-handler.txt: os.abort() on rank 1.
-The last three: `mpirun --tag-output -np 2` in this image."""
+The last three: `mpirun --tag-output -np 2` in this image. test_crashes.py reads them too, and
+diagnose/test_process_failure.py the second, as a program's own output."""
 
 import os
 from pathlib import Path
 
 from sagemaker_mxnet_horovod.act.supervise import JobProcess
+from sagemaker_mxnet_horovod.backends.mpi.mpirun_report import MpirunReport, parse_mpirun_report, rank_failure
 from sagemaker_mxnet_horovod.backends.mpi.output import MPIRUN
 from sagemaker_mxnet_horovod.core.failure import fit
 from sagemaker_mxnet_horovod.diagnose.crashes import CrashLog, NativeCrash
-from sagemaker_mxnet_horovod.diagnose.job_output import PROGRAM
-from sagemaker_mxnet_horovod.diagnose.ranks import MpirunReport, parse_mpirun_report, process_failure, rank_failure
 
 NONZERO = """--------------------------------------------------------------------------
 Primary job  terminated normally, but 1 process returned
@@ -109,16 +109,16 @@ def test_message_uses_config_host_names_not_mpirun_node_names():
     assert message.startswith("rank 1 on algo-1 was killed by SIGSEGV")
 
 
-CAPTURES = Path(__file__).parent / "captures"
+CAPTURES = Path(__file__).parents[2] / "diagnose" / "captures"
 TWO_HOSTS = ("algo-1", "algo-2")
 
 
-def replay(capture: str, tagged: bool = True):
-    """The launcher's view of a captured output: supervise.JobProcess reads it (from cat) as it reads mpirun's (with the
-    MPI backend's reader) or a program's, with the launcher's CrashLog observing the ranks' stderr."""
+def replay(capture: str):
+    """The launcher's view of a captured output: supervise.JobProcess reads it (from cat) as it reads mpirun's, with
+    the MPI backend's reader, with the launcher's CrashLog observing the ranks' stderr."""
     crash_log = CrashLog()
-    job = JobProcess(["sh", "-c", 'cat "$0" >&2', str(CAPTURES / capture)], dict(os.environ),
-                     output=MPIRUN if tagged else PROGRAM, stderr_observers=(crash_log.observe,))
+    job = JobProcess(["sh", "-c", 'cat "$0" >&2', str(CAPTURES / capture)], dict(os.environ), output=MPIRUN,
+                     stderr_observers=(crash_log.observe,))
     job.start()
     return job.wait(), crash_log
 
@@ -157,15 +157,6 @@ def test_open_mpi_handler_names_the_signal_once_and_the_frame():
                                        "(libffi.so.8)")
     message, _ = crash_message("os-abort-open-mpi-handler.txt", 134)
     assert message.splitlines()[0] == "rank 1 on algo-2 was killed by SIGABRT (aborted)"
-
-
-def test_untagged_program_crash():
-    # mpirun without --tag-output: the launcher runs a program that way only without MPI, as "rank 0".
-    result, crash_log = replay("plain-mpirun-segv-exit255.txt", tagged=False)
-    message = process_failure("train.py", "algo-1", 255, result.rank_stderr[0], crash_log.crash(0)).render()
-    first, *rest = message.splitlines()
-    assert first == "train.py on algo-1 crashed with SIGSEGV (segmentation fault); then it exited with code 255"
-    assert "Segmentation fault: 11" in rest
 
 
 def test_a_crashed_rank_is_the_cause_when_mpirun_names_one_that_noticed():
@@ -222,9 +213,3 @@ def test_message_without_named_rank_uses_first_rank_with_stderr_then_mpirun():
     assert message.startswith("mpirun exited with code 1; rank 2 on algo-2 reported: RuntimeError: boom")
     message = rank_failure(255, None, HOSTS, {}, ["-----", "ssh: Could not resolve hostname algo-2", "x"]).render()
     assert message.startswith("mpirun exited with code 255: ssh: Could not resolve hostname algo-2")
-
-
-def test_process_failure():
-    message = process_failure("train.py", "algo-1", -9, ["loading", "Killed"]).render()
-    assert message.splitlines()[0] == "train.py on algo-1 was killed by SIGKILL: Killed"
-    assert process_failure("mnist", "algo-1", 2, []).render() == "mnist on algo-1 exited with code 2"

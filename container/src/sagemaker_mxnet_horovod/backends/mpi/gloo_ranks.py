@@ -3,7 +3,7 @@ _LOCAL_RANK, _LOCAL_SIZE, _CROSS_RANK, _CROSS_SIZE and _HOSTNAME, from Open MPI'
 
 One function serves both sides, so they cannot disagree: rank_env.py sets them inside each rank (from its
 OMPI_COMM_WORLD_* variables), and the MPI master builds its Gloo rendezvous's table of ranks from the same function
-(backends/mpi/rendezvous.py). Horovod's rendezvous sizes each host's "local" scope by HOROVOD_HOSTNAME: any name
+(rendezvous.py). Horovod's rendezvous sizes each host's "local" scope by HOROVOD_HOSTNAME: any name
 works as long as both sides use the same one, so the host is named by its number, not by a name the rank would
 have to look up. Stdlib only: it runs in every rank before the program.
 """
@@ -11,15 +11,6 @@ have to look up. Stdlib only: it runs in every rank before the program.
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-CONTROLLER = "HOROVOD_CONTROLLER"
-CPU_OPERATIONS = "HOROVOD_CPU_OPERATIONS"
-GLOO = "gloo"  # Horovod compares the value without case (strcasecmp)
-
-
-def asks_for_gloo(env: Mapping[str, str], name: str) -> bool:
-    """The variable is set to gloo, in any case, as Horovod reads it."""
-    return env.get(name, "").strip().lower() == GLOO
 
 
 def host_name(cross_rank: int) -> str:

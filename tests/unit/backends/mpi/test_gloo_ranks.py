@@ -3,13 +3,7 @@ makes with -map-by slot (rank r on host r // ranks per host). Against Horovod's 
 (horovod.runner.common.util.hosts.get_host_assignments): tests/image/test_gloo_rank_oracle.py."""
 
 import pytest
-from sagemaker_mxnet_horovod.act.gloo_ranks import (
-    CONTROLLER,
-    CPU_OPERATIONS,
-    asks_for_gloo,
-    horovod_rank_variables,
-    open_mpi_rank_variables,
-)
+from sagemaker_mxnet_horovod.backends.mpi.gloo_ranks import horovod_rank_variables, open_mpi_rank_variables
 
 NAMES = ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK",
          "HOROVOD_CROSS_SIZE", "HOROVOD_HOSTNAME")
@@ -65,9 +59,3 @@ def test_from_open_mpis_variables():
     env = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
            "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
     assert open_mpi_rank_variables(env) == horovod_rank_variables(3, 4, 1, 2)
-
-
-@pytest.mark.parametrize("value,asks", [("gloo", True), ("GLOO", True), ("Gloo", True), ("mpi", False), ("", False)])
-def test_gloo_in_any_case(value, asks):
-    assert asks_for_gloo({CONTROLLER: value}, CONTROLLER) == asks
-    assert asks_for_gloo({CPU_OPERATIONS: value}, CONTROLLER) is False

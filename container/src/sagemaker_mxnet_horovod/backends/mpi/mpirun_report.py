@@ -1,6 +1,7 @@
-"""Which rank failed and how: mpirun's own report (pure parsers, unit-tested on captured text), the ranks'
-stderr tails and native crash reports (crashes.py), as one Failure. mpirun names the first rank to exit, which
-may only have noticed another rank's failure: the rank with a cause of its own is named instead."""
+"""Which of mpirun's ranks failed and how: mpirun's own report (pure parsers, unit-tested on captured text), the
+ranks' stderr tails and native crash reports (diagnose/crashes.py), as one Failure (output.py hands it to the run's
+verdict). mpirun names the first rank to exit, which may only have noticed another rank's failure: the rank with a
+cause of its own is named instead."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from sagemaker_mxnet_horovod.core.failure import (
     signal_name,
 )
 from sagemaker_mxnet_horovod.diagnose.crashes import NativeCrash
+from sagemaker_mxnet_horovod.diagnose.process_failure import crashed
 
 _PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _EXIT_CODE = re.compile(r"Exit code:\s*(-?\d+)")
@@ -68,14 +70,6 @@ def noticed_line(lines: Sequence[str], crash: NativeCrash | None) -> str | None:
     if crash.signal_number != signal.SIGABRT:
         return None
     return next((line.strip() for line in lines if is_consequence(line)), None)
-
-
-def crashed(crash: NativeCrash, how: str) -> str:
-    """'crashed with SIGSEGV (...) in f (lib.so); then it exited with code 255': the crash report's signal
-    is the cause; how the rank ended (mpirun's report) may be a later failure, such as an abort on exit."""
-    if how == f"was killed by {crash.signal_name}":
-        return f"was killed by {crash.describe()}"
-    return f"crashed with {crash.describe()}; then it {how}"
 
 
 def root_cause_rank(reported: int, rank_stderr: Mapping[int, Sequence[str]],
@@ -168,15 +162,3 @@ def reported_rank_failure(report: MpirunReport, rank_hosts: Sequence[str],
         signal_number = report.signal_number
     return Failure(head, host=host, rank=rank, signal_number=signal_number, tail_title=f"rank {rank} stderr",
                    tail=lines)
-
-
-def process_failure(program: str, host: str, returncode: int, stderr: Sequence[str],
-                    crash: NativeCrash | None = None) -> Failure:
-    """A program run without MPI: no ranks, just the process, its crash or error line, its last stderr lines."""
-    if crash:
-        head = f"{program} on {host} {crashed(crash, describe_exit(returncode))}"
-    else:
-        cause = error_line(stderr)
-        head = f"{program} on {host} {describe_exit(returncode)}" + (f": {cause}" if cause else "")
-    signal_number = crash.signal_number if crash else (-returncode if returncode < 0 else None)
-    return Failure(head, host=host, signal_number=signal_number, tail_title=f"{program} stderr", tail=tuple(stderr))

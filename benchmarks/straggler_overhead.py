@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""What the straggler report costs a step: the built-in MNIST and Faster R-CNN with horovod_straggler_report on (the
+default) and off, side by side.
+
+2 hosts x 1 rank, each host on a core of its own (docker --cpuset-cpus, as the scaling studies), the two settings
+alternating within each round so that a change in the machine's load hits both alike. On: every rank times one step
+in 10 after the 20th (it waits for its gradients, meets the others in a small allgather, then pushes its allreduces:
+that step loses its overlap of the backward pass with the allreduces) and rank 0 combines the figures. Per model:
+each setting's steady throughput per round (MNIST: the epochs after the first, metrics.json; Faster R-CNN: the
+iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on per round, and their median: the
+cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.
+
+Run it on a quiet machine: a 1% effect is well inside what other work on 2 cores moves a job's throughput by.
+
+  python3 -m benchmarks.straggler_overhead [--image sagemaker-mxnet-horovod:cpu] [--models mnist faster_rcnn]
+      [--data MNIST_DIR] [--train 24000] [--epochs 3] [--iterations 60] [--short 192] [--repeat 5] [--cpu-shares N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from benchmarks.common.machine import load
+from benchmarks.common.scaling_jobs import CONFIGURATIONS, RCNN_ITERATION, job_spec, prepare_data, steady_rate
+from scripts.local_job import run_job
+
+SETTINGS = {"on": "true", "off": "false"}  # horovod_straggler_report
+LAYOUT = "2 hosts x 1 rank"
+REPORT = Path("output") / "data" / "straggler" / "report.json"
+
+
+def one_job(image: str, data: Path, model_args, setting: str, workdir: Path) -> tuple[float, str]:
+    hosts, per_host, cpusets = CONFIGURATIONS[LAYOUT]
+    spec = job_spec(image, data, 1 if model_args.model == "faster_rcnn" else 64, model_args, hosts, per_host, cpusets)
+    spec.hyperparameters["horovod_straggler_report"] = SETTINGS[setting]
+    spec.cpu_shares = model_args.cpu_shares
+    result = run_job(spec, workdir)
+    rate = steady_rate(result, f"{model_args.model}, report {setting}")
+    if model_args.model == "faster_rcnn":
+        rate = timed_phase_rate(result.master.logs)
+    report = result.master.root / REPORT
+    if report.exists() != (setting == "on"):
+        sys.exit(f"benchmark: {model_args.model} with the report {setting}: report.json "
+                 f"{'missing' if setting == 'on' else 'written'}\n{result.describe()}")
+    verdict = json.loads(report.read_text())["verdict"]["text"] if setting == "on" else "-"
+    return rate, verdict
+
+
+def timed_phase_rate(logs: str) -> float:
+    """Faster R-CNN's images/s over the iterations after the 20th, where one in 10 is timed: all of them, the timed
+    ones included (the scaling studies' median of the iterations' rates would leave those out)."""
+    rates = [float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m and int(m[1]) > 20]
+    if not rates:
+        sys.exit("benchmark: no Faster R-CNN iteration after the 20th: --iterations must be more than 30")
+    return len(rates) / sum(1 / rate for rate in rates)  # each line's rate is over one iteration of the same images
+
+
+def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
+    model_args = SimpleNamespace(model=model, epochs=args.epochs, iterations=args.iterations, short=args.short,
+                                 data=args.data, train=args.train, image=image, cpu_shares=args.cpu_shares)
+    data = prepare_data(model_args, tmp / model)
+    rates: dict = {setting: [] for setting in SETTINGS}
+    for round_ in range(args.repeat):
+        order = list(SETTINGS) if round_ % 2 == 0 else list(reversed(SETTINGS))
+        for setting in order:
+            started = time.monotonic()
+            rate, verdict = one_job(image, data, model_args, setting, tmp / f"{model}-{round_}-{setting}")
+            rates[setting].append(rate)
+            print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s "
+                  f"({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
+    return rates
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
+    parser.add_argument("--models", nargs="+", choices=["mnist", "faster_rcnn"], default=["mnist", "faster_rcnn"])
+    parser.add_argument("--data", type=Path, help="MNIST's IDX .gz files (train/, test/); default: synthetic digits")
+    parser.add_argument("--train", type=int, default=24000, help="MNIST training digits")
+    parser.add_argument("--epochs", type=int, default=3, help="MNIST epochs (the first is not counted)")
+    parser.add_argument("--iterations", type=int, default=60, help="Faster R-CNN iterations (more than 30)")
+    parser.add_argument("--short", type=int, default=192, help="Faster R-CNN's image short side")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--cpu-shares", type=int, default=0,
+                        help="docker --cpu-shares of the jobs' containers: ahead of other work on a shared machine")
+    args = parser.parse_args()
+    print(f"{os.cpu_count()} cores, load {load()} at the start")
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="straggler-overhead-") as tmp:
+        for model in args.models:
+            results[model] = model_rounds(args.image, model, args, Path(tmp))
+    print(f"\n{LAYOUT}, one core each; {args.repeat} rounds, the settings alternating; load {load()} at the end")
+    print(f"{'model':<12} {'off samples/s':>14} {'on samples/s':>13} {'off/on per round':<40} {'cost of a step':>15}")
+    for model, rates in results.items():
+        ratios = [off / on for off, on in zip(rates["off"], rates["on"])]
+        print(f"{model:<12} {statistics.median(rates['off']):14.4g} {statistics.median(rates['on']):13.4g} "
+              f"{' '.join(f'{r:.3f}' for r in ratios):<40} {statistics.median(ratios) - 1:+15.2%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
