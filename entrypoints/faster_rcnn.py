@@ -5,7 +5,9 @@ or directly as one process. ``--help`` lists every hyperparameter with its defau
 ``--batch-size`` are the same key; booleans are true/false/1/0 (anything else is an error).
 
 Model: ``gluoncv.model_zoo.get_model('faster_rcnn[_fpn]_<network>_coco', pretrained=False,
-pretrained_base=<--pretrained-base>)``, default faster_rcnn_resnet50_v1b_coco (80 COCO classes).
+pretrained_base=<--pretrained-base>)``, default faster_rcnn_resnet50_v1b_coco (the architecture's name: file names
+keep it), with the train annotation file's categories as its classes (GluonCV's ``net.reset_class(classes)`` when they
+are not COCO's 80 in COCO's order).
 
 Data: channel ``train`` and ``val`` (optional), each in COCO 2017 layout, or the single ``data`` channel
 of AWS's R-CNN Horovod walkthrough (``estimator.fit({"data": "s3://BUCKET/data"})``) holding COCO as it
@@ -24,7 +26,9 @@ once, exit 2, ``channel 'data' is incomplete: missing <path>``. ``train`` and ``
     split in the train channel is used (so the stock COCO folder works as one channel); else no
     validation.
   * Image paths come from each image's ``file_name`` under the split folder (``coco_url`` is ignored).
-  * ``categories`` must be COCO's 80 categories in COCO order (what GluonCV's COCO models need).
+  * ``categories``: any K >= 1, unique integer ids (any, not necessarily 1..K) and unique names; the classes are
+    the train file's categories in its order (class i is its i-th category: classes.json in the model dir says so).
+    The val file must list the same ids and names (in any order), else exit 2 naming both files.
   * Every referenced image must exist; this is checked up front, as is a non-empty train set.
   * Where several ranks share a host, local rank 0 reads and checks the annotations (and the images'
     existence) once for its host and the other ranks load its result: one read of each annotation file per
@@ -40,7 +44,15 @@ once, exit 2, ``channel 'data' is incomplete: missing <path>``. ``train`` and ``
         # estimator.fit({"train": "s3://BUCKET/coco/train", "val": "s3://BUCKET/coco/val",
         #                "pretrained": "s3://BUCKET/mxnet-models"})   # holds resnet50_v1b-0ecdba34.params
 
-  * Tiny synthetic data for smoke tests: ``python -m sagemaker_mxnet_data.synthetic_coco DIR``.
+  * Tiny synthetic data for smoke tests: ``python -m sagemaker_mxnet_data.synthetic_coco DIR [--classes a,b,c]``.
+
+Fine-tuning (``--finetune-from PATH``, else the ``model`` channel: the SageMaker SDK's ``model_uri``): the network
+starts from an earlier detector of the same architecture: this image's model output (its directory or model.tar.gz)
+or a GluonCV params file (e.g. faster_rcnn_resnet50_v1b_coco-447328d8.params: COCO's 80 classes unless a classes.json
+lies beside it). Every weight but the class rows comes from it; classes of the same name keep their rows of the
+class, box (and mask) predictors, the others start fresh, the background row comes with any match (GluonCV's
+``reset_class(classes, reuse_weights=...)`` rule); the start log names both kinds. No backbone is downloaded then.
+A missing, unusable or mismatched file: exit 2 at start naming it. A checkpoint to resume from wins over it.
 
 Pretrained backbone (``--pretrained-base true``, the default): GluonCV looks for
 ``$MXNET_HOME/models/<network>-<hash>.params`` (resnet50_v1b-0ecdba34.params; MXNET_HOME defaults to
@@ -69,8 +81,12 @@ Outputs (rank 0):
         epoch=0 iter=20 loss=1.8 rpn_cls=0.6 rpn_box=0.1 rcnn_cls=0.9 rcnn_box=0.2 lr=0.00125 samples_per_sec=3.2
         epoch=0 train_loss=1.9 samples_per_sec=3.1 epoch_sec=1234.56
         epoch=0 val_bbox_map=0.0123 val_images=5000 val_sec=321.00
-  * model dir: <model>-final.params, <model>-best.params (best val_bbox_map) and model.json
-    (how to load, classes, history); written atomically.
+        epoch=0 class="bolt" val_bbox_ap=0.0456 val_objects=1234     (one per class; none: no objects of it)
+    Each class's metric definitions: MODEL.class_metric_definitions(class names) (docs/programs.md).
+  * model dir: <model>-final.params, <model>-best.params (best val_bbox_map), model.json (how to load, classes,
+    history), classes.json ([{"id", "name"}] in class order), metrics.json (the best and the last validation, with
+    each class's AP) and the best epoch's network exported for serving: model-symbol.json + model-0000.params
+    (``mx.gluon.SymbolBlock.imports(symbol, ["data"], params)``; examples/rcnn_inference.py); written atomically.
   * checkpoint dir: <model>-epoch-NNNN.{params,states,json} every --save-interval epochs, newest
     --keep-checkpoints kept; a restarted job resumes from the newest at the right epoch.
   * output data dir: faster_rcnn_val_results.json (COCO detections of the last validation).

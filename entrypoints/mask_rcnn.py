@@ -13,12 +13,14 @@ codes), with these differences:
         epoch=0 iter=20 loss=2.5 rpn_cls=0.6 rpn_box=0.1 rcnn_cls=0.9 rcnn_box=0.2 mask=0.7 lr=0.00125 samples_per_sec=2.1
         epoch=0 train_loss=2.6 samples_per_sec=2.0 epoch_sec=2345.67
         epoch=0 val_bbox_map=0.0123 val_segm_map=0.0101 val_images=5000 val_sec=456.00
+        epoch=0 class="bolt" val_bbox_ap=0.0456 val_segm_ap=0.0321 val_objects=1234
 
   * Output data dir: mask_rcnn_val_results.json (COCO results with RLE masks).
+  * The exported network also outputs each detection's mask over its box (14 x 14 for the C4 models).
 
 Quick start on tiny synthetic data (CPU, one process)::
 
-    python -m sagemaker_mxnet_data.synthetic_coco /tmp/coco
+    python -m sagemaker_mxnet_data.synthetic_coco /tmp/coco --classes bolt,nut,washer
     python mask_rcnn.py --train-dir /tmp/coco --pretrained-base false --short 256 --max-size 320 \\
         --epochs 1 --max-iterations-per-epoch 2 --num-workers 0 --rpn-test-post-nms 50 \\
         --model-dir /tmp/model --checkpoint-dir /tmp/ckpt --tensorboard false

@@ -1,5 +1,6 @@
 """Metric lines (``k=v k=v``, what SageMaker's metric regexes read) and TensorBoard scalars."""
 
+import json
 import os
 import sys
 
@@ -14,6 +15,11 @@ def format_metrics(pairs):
             value = f"{value:.{digits}f}"
         parts.append(f"{key}={value}")
     return " ".join(parts)
+
+
+def quoted(text):
+    """A value that may hold spaces or '=' (a class name), as one field of a metric line: JSON's string, UTF-8."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 class TensorBoardWriter:

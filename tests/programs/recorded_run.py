@@ -7,7 +7,9 @@ constructor argument instead of the one the model zoo passes, e.g. num_sample=8 
 head) or rpn_train_post_nms=300 (RPN proposals per image in training): a cheaper model on the programs' code path.
 
 Recorded by rank 0 in the model dir: `weights-step-0.npz` (once every rank has them, before the first step) and
-`weights-step-1.npz` (after it), and `hybridization-step-1.json`: how MXNet hybridized the net for that step. By
+`weights-step-1.npz` (after it), by the parameters' names, `parameter-paths.json`: {name: the path save_parameters
+writes it under (e.g. class_predictor.weight)}, and `hybridization-step-1.json`: how MXNet hybridized the net for that
+step. By
 every rank r, in `optimizer-lr-rank-<r>.json`: for each optimizer step, the distinct learning rates the optimizer's
 update used for the weights it updated in that step (what MXNet's optimizer computes for each weight's update, its lr
 times the weight's lr_mult, read as the update asks for it: not the schedule's output, nor the log's). Everything
@@ -68,6 +70,7 @@ def recording(training_class, trainable):
             if hasattr(self, "train_transformed"):
                 self.train_transformed = ReseededPerImage(self.train_transformed)
             self.save("weights-step-0.npz")
+            self.save_paths("parameter-paths.json")
             step, steps, used = self.trainer.step, [], recording_learning_rates(self.trainer)
 
             def recorded_step(*step_args, **step_kwargs):
@@ -86,6 +89,12 @@ def recording(training_class, trainable):
                 os.makedirs(self.config.model_dir, exist_ok=True)
                 params = trainable(self.net)
                 np.savez(os.path.join(self.config.model_dir, name), **{k: p.data().asnumpy() for k, p in params.items()})
+
+        def save_paths(self, name):
+            if self.session.rank == 0 and hasattr(self.net, "_collect_params_with_prefix"):
+                paths = {p.name: path for path, p in self.net._collect_params_with_prefix().items()}
+                with open(os.path.join(self.config.model_dir, name), "w") as f:
+                    json.dump(paths, f)
 
         def save_learning_rates(self, steps):
             os.makedirs(self.config.model_dir, exist_ok=True)

@@ -1,6 +1,6 @@
-"""COCO 2017's 80 detection categories, in the order of its instances_*2017.json files: the one list the
-R-CNN programs check annotations against (GluonCV's COCO models need exactly these) and synthetic_coco
-writes."""
+"""COCO 2017's 80 detection categories, in the order of its instances_*2017.json files: what synthetic_coco writes by
+default, and the classes of a GluonCV COCO detector the R-CNN programs fine-tune from when no classes file says
+otherwise (GluonCV's COCO models and datasets use exactly these)."""
 
 # (id, name, supercategory)
 COCO_CATEGORIES = [

@@ -1,11 +1,17 @@
 """A tiny synthetic COCO data set for smoke tests of the R-CNN programs (numpy + Pillow, no mxnet).
 
-Images show filled rectangles, ellipses and triangles on a noisy background. Every object has a
-polygon segmentation (the exact polygon that was drawn, so masks are pixel-true), a bbox, its area,
-``iscrowd=0`` and a real COCO category: the shape decides the category (rectangle = person,
-ellipse = car, triangle = dog), so a detector can in principle learn it. The ``categories`` list is
-COCO 2017's 80 categories with their real ids, in COCO's order, as GluonCV's COCODetection and
-COCOInstance require.
+Images show filled shapes on a noisy background. Every object has a polygon segmentation (the exact
+polygon that was drawn, so masks are pixel-true), a bbox, its area and ``iscrowd=0``.
+
+Categories, either:
+  * COCO's (the default): the ``categories`` list is COCO 2017's 80 categories with their real ids, in COCO's
+    order; the objects are rectangles (person), ellipses (car) and triangles (dog).
+  * K classes of your own (``--classes bolt,nut,washer`` or ``--classes 3`` for class-1..class-3): the
+    ``categories`` list holds just those, in the order given, with ids that are neither 1..K nor increasing
+    (class i of K, from 0, has id 3 (K - i) + 1: 10, 7, 4 for three), as a user's own export may have them.
+    Class i is drawn as shape i mod 5 (rectangle, ellipse, triangle, diamond, pentagon), in colour family
+    i // 5, so every class looks the same in every set that lists it at the same position.
+Either way the shape decides the category, so a detector can in principle learn it.
 
 Layout written (the same as COCO 2017, so one directory can be both the ``train`` and the ``val``
 channel; the R-CNN programs pick the split by the annotation file name)::
@@ -21,6 +27,7 @@ path parts are ``<split>/<file_name>``, which is what GluonCV 0.10's own loaders
 Usage::
 
     python -m sagemaker_mxnet_data.synthetic_coco OUT_DIR [--train 8] [--val 4] [--image-size 320] [--seed 0]
+        [--classes coco|K|NAME,NAME,...]
     synth-data coco OUT_DIR ...            (the same, through the image's synth-data command)
 """
 
@@ -39,11 +46,37 @@ VAL_SPLIT = "val2017"
 
 # shape -> COCO category id
 SHAPE_CATEGORIES = {"rectangle": 1, "ellipse": 3, "triangle": 18}
+# the shapes of classes of your own, by class index mod their number
+CLASS_SHAPES = ("rectangle", "ellipse", "triangle", "diamond", "pentagon")
 MIN_IMAGE_SIDE = 32
 
 
 def categories_json():
     return [{"id": cid, "name": name, "supercategory": sup} for cid, name, sup in COCO_CATEGORIES]
+
+
+def custom_categories(classes):
+    """The categories of classes of your own, in their order: ids 3 (K - i) + 1."""
+    k = len(classes)
+    return [{"id": 3 * (k - i) + 1, "name": name, "supercategory": "synthetic"} for i, name in enumerate(classes)]
+
+
+def _check_classes(classes):
+    if classes is None:
+        return
+    if not classes or any(not isinstance(c, str) or not c.strip() for c in classes):
+        raise ValueError(f"classes must be non-empty names, got {classes!r}")
+    if len(set(classes)) != len(classes):
+        raise ValueError(f"class names must be unique, got {classes!r}")
+
+
+def _shape_colour(rng, family):
+    """A fill colour: family 0 any bright colour (COCO's data), family f > 0 bright in channel (f - 1) mod 3 and
+    darker in the others."""
+    colour = rng.integers(120, 256, size=3)
+    if family:
+        colour = [int(v) if c == (family - 1) % 3 else int(v) // 2 for c, v in enumerate(colour)]
+    return tuple(int(v) for v in colour)
 
 
 def _image_sizes(image_size):
@@ -62,11 +95,14 @@ def _shape_polygon(rng, kind, x0, y0, x1, y1):
     """Polygon (flat [x, y, ...] list, floats) of a shape inscribed in the box (x0, y0)-(x1, y1)."""
     if kind == "rectangle":
         points = [(x0, y0), (x1, y0), (x1, y1), (x0, y1)]
-    elif kind == "ellipse":
+    elif kind in ("ellipse", "pentagon"):
         cx, cy, rx, ry = (x0 + x1) / 2, (y0 + y1) / 2, (x1 - x0) / 2, (y1 - y0) / 2
-        n = 24
-        points = [(cx + rx * math.cos(2 * math.pi * k / n), cy + ry * math.sin(2 * math.pi * k / n))
+        n, start = (24, 0.0) if kind == "ellipse" else (5, -math.pi / 2)
+        points = [(cx + rx * math.cos(start + 2 * math.pi * k / n), cy + ry * math.sin(start + 2 * math.pi * k / n))
                   for k in range(n)]
+    elif kind == "diamond":
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        points = [(cx, y0), (x1, cy), (cx, y1), (x0, cy)]
     else:  # triangle: apex somewhere on the top edge
         apex = x0 + float(rng.uniform(0.2, 0.8)) * (x1 - x0)
         points = [(apex, y0), (x1, y1), (x0, y1)]
@@ -85,8 +121,9 @@ def _polygon_bbox(flat):
     return [round(x0, 2), round(y0, 2), round(max(xs) - x0, 2), round(max(ys) - y0, 2)]
 
 
-def make_split(out_dir, split, count, image_size, rng, first_image_id, first_ann_id):
-    """Writes `count` JPEGs into out_dir/<split>/ and returns the split's COCO annotation dict."""
+def make_split(out_dir, split, count, image_size, rng, first_image_id, first_ann_id, classes=None):
+    """Writes `count` JPEGs into out_dir/<split>/ and returns the split's COCO annotation dict (COCO's categories, or
+    `classes` of your own)."""
     import numpy as np
     from PIL import Image, ImageDraw
 
@@ -95,7 +132,14 @@ def make_split(out_dir, split, count, image_size, rng, first_image_id, first_ann
     os.makedirs(image_dir, exist_ok=True)
     images, annotations = [], []
     ann_id = first_ann_id
-    kinds = sorted(SHAPE_CATEGORIES)
+    if classes is None:
+        kinds = sorted(SHAPE_CATEGORIES)
+        draw_kinds = [(kind, SHAPE_CATEGORIES[kind], 0) for kind in kinds]
+        categories = categories_json()
+    else:
+        categories = custom_categories(classes)
+        draw_kinds = [(CLASS_SHAPES[i % len(CLASS_SHAPES)], c["id"], i // len(CLASS_SHAPES))
+                      for i, c in enumerate(categories)]
     for k in range(count):
         image_id = first_image_id + k
         width, height = (int(v) for v in rng.integers(low, high + 1, size=2))
@@ -111,12 +155,11 @@ def make_split(out_dir, split, count, image_size, rng, first_image_id, first_ann
             bh = float(rng.uniform(0.45, 0.9)) * ch
             x0 = cx0 + float(rng.uniform(0, cw - bw))
             y0 = cy0 + float(rng.uniform(0, ch - bh))
-            kind = kinds[int(rng.integers(len(kinds)))]
+            kind, category_id, family = draw_kinds[int(rng.integers(len(draw_kinds)))]
             polygon = _shape_polygon(rng, kind, x0, y0, x0 + bw, y0 + bh)
-            color = tuple(int(v) for v in rng.integers(120, 256, size=3))
-            draw.polygon(list(zip(polygon[0::2], polygon[1::2])), fill=color)
+            draw.polygon(list(zip(polygon[0::2], polygon[1::2])), fill=_shape_colour(rng, family))
             annotations.append({
-                "id": ann_id, "image_id": image_id, "category_id": SHAPE_CATEGORIES[kind],
+                "id": ann_id, "image_id": image_id, "category_id": category_id,
                 "segmentation": [polygon], "area": round(_polygon_area(polygon), 2),
                 "bbox": _polygon_bbox(polygon), "iscrowd": 0})
             ann_id += 1
@@ -130,21 +173,23 @@ def make_split(out_dir, split, count, image_size, rng, first_image_id, first_ann
         "licenses": [{"id": 1, "name": "synthetic", "url": ""}],
         "images": images,
         "annotations": annotations,
-        "categories": categories_json(),
+        "categories": categories,
     }
 
 
-def write_coco(out_dir, num_train=8, num_val=4, image_size=320, seed=0):
+def write_coco(out_dir, num_train=8, num_val=4, image_size=320, seed=0, classes=None):
     """Writes the synthetic data set to out_dir (layout in the module docstring).
 
     image_size: the longest image side (int; sides are drawn from [2/3 of it, it]) or a (min, max)
-    pair. Same arguments, same bytes. Returns {split: annotation file path}.
+    pair. classes: None for COCO's 80 categories, else a list of class names. Same arguments, same bytes.
+    Returns {split: annotation file path}.
     """
     import numpy as np
 
     if num_train < 1 or num_val < 0:
         raise ValueError(f"need at least 1 train image and >= 0 val images, got {num_train}/{num_val}")
     _image_sizes(image_size)  # validate before writing anything
+    _check_classes(classes)
     rng = np.random.default_rng(seed)
     written = {}
     os.makedirs(os.path.join(out_dir, "annotations"), exist_ok=True)
@@ -152,7 +197,7 @@ def write_coco(out_dir, num_train=8, num_val=4, image_size=320, seed=0):
     for split, count, first_id in ((TRAIN_SPLIT, num_train, 1), (VAL_SPLIT, num_val, 100001)):
         if split == VAL_SPLIT and count == 0:
             continue
-        data = make_split(out_dir, split, count, image_size, rng, first_id, next_ann)
+        data = make_split(out_dir, split, count, image_size, rng, first_id, next_ann, classes)
         next_ann += len(data["annotations"])
         path = os.path.join(out_dir, "annotations", f"instances_{split}.json")
         tmp = path + ".tmp"
@@ -182,6 +227,24 @@ def _image_size_arg(text):
     return value
 
 
+def _classes_arg(text):
+    """coco (None), K (class-1 .. class-K) or comma-separated names."""
+    text = text.strip()
+    if text == "coco":
+        return None
+    if text.isdigit():
+        if int(text) < 1:
+            raise argparse.ArgumentTypeError(f"invalid classes {text!r}: need at least 1 class")
+        return [f"class-{i}" for i in range(1, int(text) + 1)]
+    names = [name.strip() for name in text.split(",")]
+    try:
+        _check_classes(names)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid classes {text!r}: use coco, a count, or unique comma-separated "
+                                         "names") from None
+    return names
+
+
 def _add_arguments(parser):
     parser.add_argument("out_dir", metavar="OUT_DIR",
                         help="writes OUT_DIR/annotations/instances_{train,val}2017.json, train2017/, val2017/")
@@ -190,12 +253,15 @@ def _add_arguments(parser):
     parser.add_argument("--image-size", type=_image_size_arg, default=320,
                         help="longest image side N (sides drawn from [2N/3, N]) or MIN,MAX")
     parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same bytes)")
+    parser.add_argument("--classes", type=_classes_arg, default="coco",
+                        help="coco (COCO's 80 categories), a count K (class-1 .. class-K) or NAME,NAME,... (your "
+                             "own classes, in that order, with ids that are neither 1..K nor increasing)")
     parser.set_defaults(func=_cmd_coco)
 
 
 def _cmd_coco(args):
     try:
-        written = write_coco(args.out_dir, args.train, args.val, args.image_size, args.seed)
+        written = write_coco(args.out_dir, args.train, args.val, args.image_size, args.seed, args.classes)
     except (ValueError, OSError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -209,7 +275,7 @@ def add_subcommand(subparsers):
     parser = subparsers.add_parser(
         "coco", help="tiny synthetic COCO 2017-layout detection/instance data (R-CNN smoke tests)",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        description="Write a tiny synthetic COCO data set (80 COCO categories, polygon masks).")
+        description="Write a tiny synthetic COCO data set (COCO's 80 categories or K of your own, polygon masks).")
     _add_arguments(parser)
     return parser
 

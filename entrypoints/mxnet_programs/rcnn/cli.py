@@ -15,6 +15,9 @@ from mxnet_programs.process import ProgramError
 from mxnet_programs.rcnn.launch import CPU_LOADER_WORKERS, SINGLE_PROCESS_WHEN_FALSE
 
 LR_REFERENCE_BATCH = 8  # --lr is the learning rate for this many images per iteration (global)
+# The SageMaker SDK's channel for an earlier model (Estimator(model_uri=...), model_channel_name's default): the weights
+# to fine-tune from.
+FINETUNE_CHANNEL = "model"
 # AWS's R-CNN Horovod walkthrough passes one channel, `data`, holding COCO 2017 as COCO ships it.
 DATA_CHANNEL = "data"
 DATA_TRAIN_SPLIT, DATA_VAL_SPLIT = "train2017", "val2017"
@@ -99,6 +102,12 @@ def build_parser(model):
     g.add_argument("--download-pretrained", type=hp.str2bool, default=True,
                    help="if the backbone weights are missing, try GluonCV's model store (bounded by timeouts; "
                         "fails fast without network)")
+    g.add_argument("--finetune-from", default=None,
+                   help="start from an earlier detector's weights, of the same architecture, with this job's classes "
+                        "(GluonCV's reset_class rule: classes of the same name keep their rows): this image's model "
+                        "output (its directory or model.tar.gz) or a GluonCV params file (COCO's 80 classes unless a "
+                        f"classes.json lies beside it) [default: the '{FINETUNE_CHANNEL}' channel when given "
+                        "(the SDK's model_uri), else none]")
     g.add_argument("--rpn-test-post-nms", type=hp.positive_int, default=1000,
                    help="proposals kept per image in validation (GluonCV's default 1000; lower is much faster on "
                         "CPU)")
@@ -205,4 +214,6 @@ def parse_config(model, argv=None, environ=None):
         kvstore=choose_kvstore(args, environ), train_channel=train_channel, train_dir=train_dir,
         val_dir_explicit=bool(args.val_dir) or sm.channel_exists("val", environ),
         val_dir=sm.channel_dir("val", args.val_dir, environ),
-        pretrained_dir=sm.channel_dir("pretrained", args.pretrained_dir, environ))
+        pretrained_dir=sm.channel_dir("pretrained", args.pretrained_dir, environ),
+        finetune_from=args.finetune_from or (sm.channel_dir(FINETUNE_CHANNEL, None, environ)
+                                             if sm.channel_exists(FINETUNE_CHANNEL, environ) else None))

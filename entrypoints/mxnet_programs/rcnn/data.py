@@ -59,8 +59,11 @@ class ListBatchSampler:
 def make_datasets(model, train, val, gdata):
     """GluonCV COCODetection / COCOInstance subclasses on already-parsed annotations (inputs.ChannelData),
     with image paths from <channel>/<split>/<file_name> (GluonCV 0.10 derives them from ``coco_url``, which
-    custom data often lacks)."""
+    custom data often lacks), and the train file's categories as the classes, in its order, for both sets
+    (GluonCV's COCO datasets insist on COCO's 80)."""
     from pycocotools.coco import COCO
+
+    class_names, category_ids = train.class_names, train.category_ids
 
     def coco_from(channel):
         coco = COCO()
@@ -75,10 +78,14 @@ def make_datasets(model, train, val, gdata):
             self._prebuilt_coco = coco_from(channel)
             super().__init__(root=channel.directory, splits=[f"instances_{channel.split}"], **kwargs)
 
+        @property
+        def classes(self):
+            return class_names
+
         def _load_jsons(self):
             coco = self._prebuilt_coco
             self._coco.append(coco)
-            self.json_id_to_contiguous = {v: k for k, v in enumerate(coco.getCatIds())}
+            self.json_id_to_contiguous = {v: k for k, v in enumerate(category_ids)}
             self.contiguous_id_to_json = {v: k for k, v in self.json_id_to_contiguous.items()}
             items, columns, ratios = [], [], []
             for entry in coco.loadImgs(sorted(coco.getImgIds())):

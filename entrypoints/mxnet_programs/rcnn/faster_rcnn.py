@@ -7,6 +7,9 @@ validation image is scored. Standard library only at import time: GluonCV module
 are imported inside the methods that run after the input was checked.
 """
 
+import re
+
+from mxnet_programs.metrics import quoted
 from mxnet_programs.rcnn import coco_map
 
 NUMBER = r"([-+]?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?)"
@@ -22,6 +25,10 @@ class FasterRcnn:
     map_names = ("val_bbox_map",)
     usable_objects = "non-crowd, positive area and box"
     image_columns = ("label",)  # what GluonCV's dataset keeps per image besides its path and aspect ratio
+    # The class-specific parameters (weight and bias) by name prefix: (leading rows, rows per class). The class
+    # predictor leads with the background's row; the box predictor has 4 rows (offsets) per class. Fine-tuning
+    # (finetune.py) reuses them class by class.
+    class_rows = {"class_predictor": (1, 1), "box_predictor": (0, 4)}
 
     def model_name(self, network, use_fpn):
         return "_".join([self.family, *(["fpn"] if use_fpn else []), network, "coco"])
@@ -49,6 +56,19 @@ class FasterRcnn:
         for name in self.map_names:
             defs.append({"Name": f"validation:{name[4:]}", "Regex": prefix + f" {name}=" + NUMBER})
             prefix += rf" {name}=\S+"
+        return defs
+
+    def class_metric_definitions(self, class_names):
+        """SageMaker metric_definitions for each class's AP (validation:bbox_ap:<name>, [validation:segm_ap:<name>]),
+        from the validation's class lines: epoch=0 class="bolt" val_bbox_ap=0.0456 [val_segm_ap=0.0321] val_objects=12.
+        SageMaker takes 40 metric definitions at most: pick the classes to watch (all are in metrics.json)."""
+        defs = []
+        for name in class_names:
+            prefix = r"epoch=\d+ class=" + re.escape(quoted(name))
+            for ap in self.map_names:
+                ap = ap.replace("_map", "_ap")
+                defs.append({"Name": f"validation:{ap[4:]}:{name}", "Regex": prefix + f" {ap}=" + NUMBER})
+                prefix += rf" {ap}=\S+"
         return defs
 
     # ---- input rules (standard library)
@@ -119,7 +139,7 @@ class FasterRcnn:
         return _BoxResults(start)
 
     def score(self, val_ds, gathered, prefix, log_summary):
-        """Rank 0: COCO mAP from all ranks' results; GluonCV's metric writes them in COCO's results format (its box
+        """Rank 0: ({main metric name: COCO mAP}, {IoU type: {category id: AP}}) from all ranks' results; GluonCV's metric writes them in COCO's results format (its box
         convention: w = x2 - x1 + 1), pycocotools scores them (coco_map)."""
         import numpy as np
         from gluoncv.utils.metrics.coco_detection import COCODetectionMetric
@@ -133,9 +153,9 @@ class FasterRcnn:
             metric.update(bboxes[np.newaxis], ids[np.newaxis], scores[np.newaxis])
         results = metric._results  # GluonCV 0.10.4's list of COCO result dicts (no public accessor)
         coco_map.write_results(f"{prefix}.json", results)
-        bbox_map, summary = coco_map.average_precision(val_ds.coco, results, "bbox")
+        bbox_map, summary, per_category = coco_map.average_precision(val_ds.coco, results, "bbox")
         log_summary(["~~~~ Summary bbox metrics ~~~~"], [summary])
-        return {"val_bbox_map": bbox_map}
+        return {"val_bbox_map": bbox_map}, {"bbox": per_category}
 
 
 class _BoxResults:

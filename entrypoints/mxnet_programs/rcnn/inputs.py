@@ -4,6 +4,10 @@ MXNet is imported, so that a bad channel fails in well under a second on every r
 Layout: ``<channel>/annotations/instances_<split>.json`` and ``<channel>/<split>/<file_name>``. The train
 data is the `train` channel (its split autodetected) or the walkthrough's `data` channel (train2017 and
 val2017); validation data is the `val` channel, else a val* split next to the train split, else none.
+
+Categories: any K >= 1, with any unique ids and unique names; the classes are the train annotation file's categories
+in its order (class i is its i-th category). The validation file must list the same categories (ids and names; its
+order does not matter: the train file's rules).
 """
 
 import json
@@ -23,14 +27,23 @@ DEFAULT_VAL_SPLIT_PREFIX = "val"
 class ChannelData:
     """One split of a COCO-layout channel, parsed and checked."""
 
-    def __init__(self, channel, directory, split, annotation_file, image_dir, data, usable_images):
+    def __init__(self, channel, directory, split, annotation_file, image_dir, data, usable_images, categories):
         self.channel, self.directory, self.split = channel, directory, split
         self.annotation_file, self.image_dir, self.data = annotation_file, image_dir, data
         self.usable_images = usable_images
+        self.categories = categories  # [(id, name)] in the file's order
 
     @property
     def num_images(self):
         return len(self.data["images"])
+
+    @property
+    def class_names(self):
+        return [name for _, name in self.categories]
+
+    @property
+    def category_ids(self):
+        return [cid for cid, _ in self.categories]
 
     def describe(self):
         return (f"{self.channel}: {self.annotation_file} ({self.num_images} images, {self.usable_images} with "
@@ -91,21 +104,51 @@ def _read_annotations(annotation_file):
 
 
 def _check_categories(categories, annotation_file):
-    """COCO's 80 categories in COCO's order (what GluonCV's COCO models and datasets need); their ids."""
-    names = [c.get("name") if isinstance(c, dict) else None for c in categories]
-    if names != COCO_CLASS_NAMES:
-        if len(names) != len(COCO_CLASS_NAMES):
-            detail = f"found {len(names)} categories"
-        else:
-            i = next(i for i, (a, b) in enumerate(zip(names, COCO_CLASS_NAMES)) if a != b)
-            detail = f"category #{i} is {names[i]!r}, expected {COCO_CLASS_NAMES[i]!r}"
-        raise ProgramError(
-            f"categories are not COCO's 80 categories in COCO order ({detail}); GluonCV's COCO models and "
-            f"datasets need exactly those: {annotation_file}")
-    cat_ids = [c.get("id") for c in categories]
-    if len(set(cat_ids)) != len(cat_ids):
-        raise ProgramError(f"duplicate category ids in {annotation_file}")
-    return set(cat_ids)
+    """[(id, name)] in the file's order: at least one category, each an integer id and a non-empty name, ids and
+    names unique (the classes are matched by name when fine-tuning, and results map back by id)."""
+    if not categories:
+        raise ProgramError(f"no categories in {annotation_file}: list at least one in 'categories'")
+    found = []
+    for c in categories:
+        cid, name = (c.get("id"), c.get("name")) if isinstance(c, dict) else (None, None)
+        if not isinstance(cid, int) or isinstance(cid, bool) or not isinstance(name, str) or not name.strip():
+            raise ProgramError(f"category without an integer id and a name in {annotation_file}: {str(c)[:200]}")
+        found.append((cid, name))
+    for position, what in ((0, "ids"), (1, "names")):
+        values = [c[position] for c in found]
+        repeated = sorted({repr(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise ProgramError(f"duplicate category {what} in {annotation_file}: {', '.join(repeated)}")
+    return found
+
+
+def _describe_categories(categories, most=12):
+    if not categories:
+        return "none"
+    shown = ", ".join(f"{name!r} (id {cid})" for cid, name in categories[:most])
+    return shown + (f" and {len(categories) - most} more" if len(categories) > most else "")
+
+
+def describe_classes(train):
+    """The start log's line on the classes the network learns."""
+    if train.class_names == COCO_CLASS_NAMES:
+        return f"80 classes, COCO's 80 categories in COCO's order: {_describe_categories(train.categories, most=3)}"
+    return (f"{len(train.categories)} classes, the train annotation file's categories in its order: "
+            f"{_describe_categories(train.categories, most=len(train.categories))}")
+
+
+def check_same_categories(train, val):
+    """The validation file must list the train file's categories (the same ids with the same names): the network
+    predicts the train file's classes, and validation maps them back to ids."""
+    if val is None or set(train.categories) == set(val.categories):
+        return
+    only_train = [c for c in train.categories if c not in val.categories]
+    only_val = [c for c in val.categories if c not in train.categories]
+    raise ProgramError(
+        f"the train and val annotation files list different categories: train {train.annotation_file} "
+        f"({len(train.categories)} categories), val {val.annotation_file} ({len(val.categories)}); only in train: "
+        f"{_describe_categories(only_train)}; only in val: {_describe_categories(only_val)}: give both files the "
+        "same categories")
 
 
 def _check_images(images_list, image_dir, annotation_file):
@@ -132,7 +175,8 @@ def _check_images(images_list, image_dir, annotation_file):
 def load_channel(model, channel, directory, split, annotation_file, require_usable):
     """Parses and checks one split: categories, image files, annotation sanity, usable image count."""
     data = _read_annotations(annotation_file)
-    cat_ids = _check_categories(data["categories"], annotation_file)
+    categories = _check_categories(data["categories"], annotation_file)
+    cat_ids = {cid for cid, _ in categories}
     image_dir = os.path.join(directory, split)
     images = _check_images(data["images"], image_dir, annotation_file)
     usable = set()
@@ -161,7 +205,7 @@ def load_channel(model, channel, directory, split, annotation_file, require_usab
             f"annotation ({model.usable_objects})")
     if not images:
         raise ProgramError(f"empty {channel} set: no images in {annotation_file}")
-    return ChannelData(channel, directory, split, annotation_file, image_dir, data, len(usable))
+    return ChannelData(channel, directory, split, annotation_file, image_dir, data, len(usable), categories)
 
 
 def check_data_channel_layout(directory, train_split, val_split):
@@ -207,7 +251,14 @@ def _load_val_channel(model, config):
 
 
 def load_inputs(model, config):
-    """(train ChannelData, val ChannelData or None) for the config's channels (see the module docstring)."""
+    """(train ChannelData, val ChannelData or None) for the config's channels (see the module docstring), their
+    categories the same."""
+    train, val = _load_train_and_val(model, config)
+    check_same_categories(train, val)
+    return train, val
+
+
+def _load_train_and_val(model, config):
     if config.train_channel == DATA_CHANNEL:
         return _load_data_channel(model, config)
     if not os.path.isdir(config.train_dir):

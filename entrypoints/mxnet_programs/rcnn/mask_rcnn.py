@@ -18,6 +18,7 @@ class MaskRcnn(FasterRcnn):
     map_names = ("val_bbox_map", "val_segm_map")
     usable_objects = "non-crowd polygon, positive area and box"
     image_columns = ("label", "segm")
+    class_rows = {**FasterRcnn.class_rows, "mask.mask": (0, 1)}  # the mask predictor: one mask per class
 
     def check_annotation(self, ann, annotation_file):
         if ann.get("iscrowd", 0) != 1 and not isinstance(ann.get("segmentation"), list):
@@ -98,11 +99,12 @@ class MaskRcnn(FasterRcnn):
         each rank: _MaskResults), scored by pycocotools (coco_map)."""
         results = [r for part in gathered for r in part]
         coco_map.write_results(f"{prefix}.json", results)
-        scores = {}
+        scores, per_category = {}, {}
         for iou_type in ("bbox", "segm"):
-            scores[f"val_{iou_type}_map"], summary = coco_map.average_precision(val_ds.coco, results, iou_type)
+            scores[f"val_{iou_type}_map"], summary, per_category[iou_type] = coco_map.average_precision(
+                val_ds.coco, results, iou_type)
             log_summary([f"~~~~ Summary {iou_type} metrics ~~~~"], [summary])
-        return scores
+        return scores, per_category
 
 
 class _MaskResults:

@@ -6,22 +6,22 @@ Epochs are counted from 0, in code and in the log lines (``epoch=0 iter=1 ...``)
 """
 
 import dataclasses
-import os
 import time
 import warnings
 
-from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
-
 from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
-from mxnet_programs.files import atomic_save, atomic_write_json
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, inputs, launch, pretrained
+from mxnet_programs.rcnn import cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
 
+# The side of the square input that builds the network's graphs (materialize, export): at 256 px the C4 RPN has 3840
+# anchors, enough for its proposal counts (the model zoo's 2000 in training, 1000 in inference), whatever the
+# data's size.
+GRAPH_SIDE = 256
 # Known, harmless noise of MXNet / GluonCV / pycocotools on this model family.
 IGNORED_WARNINGS = (r".*Recorded .* out of .* validation images", r"Constant parameter .* grad_req",
                     r"Parameter .* is not used by any computation", r"Mean of empty slice",
@@ -29,11 +29,13 @@ IGNORED_WARNINGS = (r".*Recorded .* out of .* validation images", r"Constant par
 
 
 class RcnnTraining:
-    def __init__(self, model, config, session, train, val, shard, pretrained_path):
+    def __init__(self, model, config, session, train, val, shard, pretrained_path, source=None):
         self.model, self.config, self.session = model, config, session
         self.train_data, self.val_data = train, val
+        self.classes = train.class_names  # the network's classes: the train annotation file's categories, in order
         self.shard = shard  # which part of the train images this rank trains on (channel_sharding.Shard)
         self.pretrained_path = pretrained_path
+        self.source = source  # the weights to fine-tune from (finetune.Source) or None
         mx = self.mx = session.mx
         self.np = session.np
         num_gpus = mx.context.num_gpus()
@@ -76,6 +78,8 @@ class RcnnTraining:
         self.start_epoch, self.skip_batches = start_position(state)
         if state is not None:
             self.restore(state, stem)
+        elif source is not None:
+            self.start_from(source)
         session.broadcast_parameters(self.net.collect_params())
         session.open_tensorboard(config.tensorboard_dir, config.tensorboard)
 
@@ -84,7 +88,7 @@ class RcnnTraining:
     def build_net(self):
         config, model_zoo = self.config, self.gcv.model_zoo
         try:
-            net = model_zoo.get_model(self.net_name, pretrained=False, pretrained_base=bool(config.pretrained_base),
+            net = model_zoo.get_model(self.net_name, pretrained=False, pretrained_base=self.pretrained_path is not None,
                                       per_device_batch_size=config.batch_size)
         except ValueError:
             if self.net_name not in model_zoo.get_model_list():
@@ -102,6 +106,10 @@ class RcnnTraining:
         for param in net.collect_params().values():
             if param._data is None:  # not loaded from the pretrained backbone
                 param.initialize()
+        self.zoo_classes = list(net.classes) == self.classes
+        if not self.zoo_classes:
+            # GluonCV's own way to give a model zoo network other classes: new class, box (and mask) predictors
+            net.reset_class(self.classes)
         net.collect_params().reset_ctx(self.ctx)
         self.materialize(net)
         net.collect_params().setattr("grad_req", "null")
@@ -117,8 +125,7 @@ class RcnnTraining:
         such arrays."""
         mx = self.mx
         ctx = self.ctx[0]
-        # 256 px: enough anchors for the RPN's training-time proposal count (2000)
-        x = mx.nd.zeros((1, 3, 256, 256), ctx=ctx)
+        x = mx.nd.zeros((1, 3, GRAPH_SIDE, GRAPH_SIDE), ctx=ctx)
         gt_box = mx.nd.array([[[16, 16, 160, 160]]], ctx=ctx)
         gt_label = mx.nd.zeros((1, 1, 1), ctx=ctx)
         if self.config.batch_size > 1:
@@ -166,7 +173,20 @@ class RcnnTraining:
                                   f"{state.get('per_rank_batch')} images; now {s.size} x {self.per_rank_batch}: "
                                   "the epoch position is approximate")
         at = f"epoch {self.start_epoch}" + (f" iteration {self.skip_batches}" if self.skip_batches else "")
-        s.log(f"{self.model.prog}: resumed from checkpoint {stem}.params at {at}")
+        s.log(f"{self.model.prog}: resumed from checkpoint {stem}.params at {at}"
+              + (f"; the fine-tuning weights are not used ({self.source.given}): the checkpoint holds the network"
+                 if self.source is not None else ""))
+
+    def start_from(self, source):
+        """The network from an earlier detector's weights (finetune.py), on every rank; the start log says which
+        classes took their rows from it."""
+        source_classes, mapping = finetune.start_from(self.mx, self.net, source, self.classes, self.model.class_rows)
+        reused = [repr(self.classes[k]) for k in sorted(mapping)]
+        fresh = [repr(name) for k, name in enumerate(self.classes) if k not in mapping]
+        self.session.log(
+            f"{self.model.prog}: fine-tuning from {source.describe()} ({len(source_classes)} classes): every weight "
+            f"but the class rows comes from it; classes reused{' with the background row' if mapping else ''}: "
+            f"{', '.join(reused) or 'none'}; classes that start fresh: {', '.join(fresh) or 'none'}")
 
     # ---- the run
 
@@ -182,6 +202,7 @@ class RcnnTraining:
               f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'} "
               f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
+        s.log(f"{model.prog}: {inputs.describe_classes(self.train_data)}")
         s.log(f"{model.prog}: {self.shard.describe()}")
         if self.val_data is not None:
             s.log(self.val_data.describe())
@@ -212,6 +233,8 @@ class RcnnTraining:
             if stop_now and epoch < last_epoch:
                 s.finish_stopped()
         self.save_model("final")
+        if s.rank == 0:
+            self.export()
         s.log(f"{model.prog}: done; model in {config.model_dir}")
         s.close()
 
@@ -271,29 +294,55 @@ class RcnnTraining:
         self.session.save_checkpoint(self.net, self.trainer, epochs_done, state, batch=batch)
 
     def save_model(self, tag):
-        """Rank 0: <model>-<tag>.params (atomic) and model.json describing how to load it."""
+        """Rank 0: <model>-<tag>.params and the files that describe it (model_files)."""
         s, config = self.session, self.config
         if s.rank != 0:
             return
-        path = os.path.join(config.model_dir, f"{self.net_name}-{tag}.params")
-        atomic_save(path, self.net.save_parameters)
-        info = {
-            "model": self.net_name,
-            "load": f"gluoncv.model_zoo.get_model('{self.net_name}', pretrained=False, pretrained_base=False)"
-                    f".load_parameters('{os.path.basename(path)}')",
-            "classes": COCO_CLASS_NAMES, "short": config.short, "max_size": config.max_size,
-            "best_map": self.best_map if self.best_epoch is not None else None, "best_epoch": self.best_epoch,
-            "main_metric": self.model.main_metric, "epochs": config.epochs, "world_size": s.size,
-            "global_batch": self.global_batch, "effective_lr": self.base_lr, "history": self.history,
-            "files": sorted(n for n in os.listdir(config.model_dir) if n.endswith(".params")),
-        }
-        atomic_write_json(os.path.join(config.model_dir, "model.json"), info)
+        path = model_files.save(self.net, config.model_dir, self.net_name, tag, self.description(), self.classes,
+                                self.train_data.category_ids, self.history, self.best_epoch, self.model.main_metric)
         s.log(f"{self.model.prog}: saved {path}")
 
+    def description(self):
+        """model.json: how to load the model, its classes, the run."""
+        config, best = self.config, "best" if self.best_epoch is not None else "final"
+        return {
+            "model": self.net_name,
+            "load": f"mxnet.gluon.SymbolBlock.imports('{model_files.EXPORT_NAME}-symbol.json', ['data'], "
+                    f"'{model_files.EXPORT_NAME}-0000.params'): the {best} epoch's network",
+            # GluonCV's network as the program built it (its target generator's constants: ignore_extra)
+            "load_gluoncv": f"net = gluoncv.model_zoo.get_model('{self.net_name}', pretrained=False, "
+                            "pretrained_base=False); net.initialize(); "
+                            + ("" if self.zoo_classes else "net.reset_class(classes); ")
+                            + f"net.load_parameters('{self.net_name}-{best}.params', ignore_extra=True)",
+            "classes": self.classes, "category_ids": self.train_data.category_ids, "short": config.short,
+            "max_size": config.max_size, "rpn_test_post_nms": config.rpn_test_post_nms,
+            "best_map": self.best_map if self.best_epoch is not None else None, "best_epoch": self.best_epoch,
+            "main_metric": self.model.main_metric, "epochs": config.epochs, "world_size": self.session.size,
+            "global_batch": self.global_batch, "effective_lr": self.base_lr, "history": self.history,
+        }
 
-def prepare_mxnet(config, env):
+    def export(self):
+        """Rank 0 at the end: the best epoch's network (the final one's without validation), exported for serving."""
+        config = self.config
+        tag = "best" if self.best_epoch is not None else "final"
+        short = config.short[-1] if isinstance(config.short, tuple) else config.short
+        paths = model_files.export(self.mx, self.net, model_files.params_path(config.model_dir, self.net_name, tag),
+                                   config.model_dir, self.ctx, max(GRAPH_SIDE, min(short, config.max_size)))
+        model_files.describe(config.model_dir, self.description())
+        self.session.log(f"{self.model.prog}: exported the {tag} epoch's network: {', '.join(paths)}")
+
+
+def find_source(model, config):
+    """The fine-tuning weights (finetune.Source), or None."""
+    if not config.finetune_from:
+        return None
+    return finetune.find_source(config.finetune_from, model.model_name(config.network, config.use_fpn))
+
+
+def prepare_mxnet(config, env, source=None):
     """Checks that need MXNet but no collective, run before Horovod starts: AMP needs a GPU; the backbone
-    weights are in place (local rank 0 of each host downloads them, the others wait). Returns their path."""
+    weights are in place (local rank 0 of each host downloads them, the others wait), unless the network starts from
+    a detector's weights (`source`). Returns their path."""
     import mxnet as mx
 
     warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -302,7 +351,7 @@ def prepare_mxnet(config, env):
     if config.amp and mx.context.num_gpus() == 0:
         raise ProgramError("amp needs a GPU (mxnet.contrib.amp mixed precision): MXNet sees no GPU here; pass "
                            "--amp false for CPU training")
-    if not config.pretrained_base:
+    if not config.pretrained_base or source is not None:
         return None
     return pretrained.ensure_pretrained_base(config.network, config.pretrained_dir, config.download_pretrained, env)
 
@@ -316,17 +365,18 @@ def main(model, argv=None):
         # Everything up to the Session is local: a bad input fails on every rank before MPI is initialised.
         # Local rank 0 reads and checks the channels for its host's ranks: one read of the annotations per host
         # (a FastFile channel streams each first read from S3).
-        train_data, val_data = host_once.once_per_host(
-            "rcnn-inputs", lambda: inputs.load_inputs(model, config), env, "read and check the input channels", stop)
+        train_data, val_data, source = host_once.once_per_host(
+            "rcnn-inputs", lambda: (*inputs.load_inputs(model, config), find_source(model, config)), env,
+            "read and check the input channels", stop)
         shard = inputs.train_shard(config, env, val_data, sm.input_data_config())
         sm.limit_cpu_threads(env.local_size)  # before mxnet is imported
-        pretrained_path = prepare_mxnet(config, env)
+        pretrained_path = prepare_mxnet(config, env, source)
         if config.num_workers is None:
             import mxnet as mx
 
             workers = launch.default_loader_workers(mx.context.num_gpus(), env.local_size, sm.host_cores())
             config = dataclasses.replace(config, num_workers=workers)
         session = Session(model.prog, env, stop, kvstore=config.kvstore)
-        RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path).run()
+        RcnnTraining(model, config, session, train_data, val_data, shard, pretrained_path, source).run()
 
     run_main(model.prog, train)

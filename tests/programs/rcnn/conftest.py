@@ -31,3 +31,30 @@ def coco(tmp_path_factory, needs_mxnet):
     out = tmp_path_factory.mktemp("coco") / "coco"
     synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1)
     return out
+
+
+OWN_CLASSES = ["bolt", "nut", "washer"]  # synthetic_coco gives them ids 10, 7, 4
+
+
+@pytest.fixture(scope="session")
+def own_classes(tmp_path_factory, needs_mxnet):
+    """The coco fixture's images with classes of one's own: OWN_CLASSES, ids 10, 7, 4 in the files' order."""
+    out = tmp_path_factory.mktemp("own") / "coco"
+    synthetic_coco.write_coco(out, num_train=8, num_val=2, image_size=(200, 320), seed=1, classes=OWN_CLASSES)
+    return out
+
+
+@pytest.fixture(scope="session")
+def source_detector(tmp_path_factory, needs_mxnet):
+    """(the finished job, its data): Mask R-CNN trained for 8 iterations on 4 SMALL-pixel images of SOURCE_CLASSES
+    (helpers.py), validated once at the end (1 image), so its best epoch is exported. It stands in for a COCO-trained
+    detector in test_finetune.py and is the exported network of test_model_files.py."""
+    h = rcnn_helpers
+    root = tmp_path_factory.mktemp("source")
+    data = root / "coco"
+    synthetic_coco.write_coco(data, num_train=4, num_val=1, image_size=(h.SMALL, h.SMALL), seed=21,
+                              classes=h.SOURCE_CLASSES)
+    epochs = str(h.SOURCE_EPOCHS)
+    job = h.run_small(root / "job", data, ["--epochs", epochs, "--val-interval", epochs])
+    assert job.returncode == 0, job.explain()
+    return job, data

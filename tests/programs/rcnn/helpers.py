@@ -152,6 +152,114 @@ def channel_env(train_dir, val_dir=None):
 WITH_MXNET_SECONDS = 45
 
 
+# Fine-tuning and export (test_finetune.py, test_model_files.py) share one brief training run: a Mask R-CNN trained on
+# SOURCE_CLASSES stands in for a COCO-trained detector; the fine-tuning set shares two of its classes (at the same
+# positions, so they look the same: synthetic_coco draws class i as shape i mod 5), drops one and adds one.
+SOURCE_CLASSES = ["bolt", "nut", "spring"]
+TARGET_CLASSES = ["bolt", "nut", "washer"]
+SMALL = 128
+# GluonCV's constructor arguments for cheap training on SMALL-pixel images (training only: inference is the model
+# zoo's): 8 RoIs per image for the RCNN head, up to half of them positive; every anchor (960 at 128 px) a proposal
+# before and after the RPN's NMS (the zoo's 2000 is more than there are anchors).
+SMALL_MODEL = {"num_sample": 8, "pos_ratio": 0.5, "rpn_train_pre_nms": 960, "rpn_train_post_nms": 960}
+SMALL_ARGS = ["--pretrained-base", "false", "--short", str(SMALL), "--max-size", str(SMALL), "--batch-size", "2",
+              "--num-workers", "0", "--log-interval", "1", "--rpn-test-post-nms", "50", "--lr", "0.16",
+              "--lr-warmup", "2", "--save-interval", "0", "--tensorboard", "false"]
+SOURCE_EPOCHS = 4  # of 2 iterations (4 images, 2 a batch)
+
+
+def run_small(workdir, data, args, env=None, start_only=False):
+    """Mask R-CNN through recorded_run.py (deterministic, SMALL_MODEL) on `data`, one process of one thread."""
+    command, path = recorded_run("mask", **SMALL_MODEL)
+    dirs = ["--checkpoint-dir", str(workdir / "checkpoints"), "--model-dir", str(workdir / "model")]
+    env = {**channel_env(data), **path, "OMP_NUM_THREADS": "1", **(env or {})}
+    job = start("mask", workdir, [*SMALL_ARGS, *dirs, *args], env=env, command=command)
+    return job if start_only else job.wait(900)
+
+
+# ---- the exported network (test_model_files.py, and test_training.py for Faster R-CNN on COCO's classes)
+
+EXAMPLES = ROOT / "examples"
+EXPORT_TOLERANCE = 1e-4
+GLUONCV_BLOCKED = "raise RuntimeError('the exported network must load without GluonCV')\n"
+# In a fresh process, through examples/rcnn_inference.py: the exported network's outputs for an input array, and the
+# example's answer for the image file.
+SERVE = """
+import json, sys
+import mxnet as mx, numpy as np
+import rcnn_inference
+
+model_dir, image, x, out = sys.argv[1:]
+detector = rcnn_inference.model_fn(model_dir)
+outputs = detector.net(mx.nd.array(np.load(x)))
+np.savez(out + ".npz", *[o.asnumpy() for o in outputs])
+with open(image, "rb") as f:
+    body, content_type = rcnn_inference.transform_fn(detector, f.read(), "application/x-image", "application/json")
+with open(out + ".json", "w") as f:
+    f.write(body)
+"""
+
+
+def trained_network(model_dir):
+    """The trained network as model.json's recipe loads it, with the programs' proposals per image in validation."""
+    from gluoncv import model_zoo
+
+    info = json.loads((Path(model_dir) / "model.json").read_text())
+    net = model_zoo.get_model(info["model"], pretrained=False, pretrained_base=False)
+    net.initialize()
+    if list(net.classes) != info["classes"]:
+        net.reset_class(info["classes"])
+    # --rpn-test-post-nms, as the programs set it on GluonCV's network
+    net._rpn_test_post_nms = net.rpn._test_post_nms = info["rpn_test_post_nms"]
+    if hasattr(net, "_rcnn_max_dets"):
+        net._rcnn_max_dets = min(net._rcnn_max_dets, info["rpn_test_post_nms"])
+    net.load_parameters(str(Path(model_dir) / f"{info['model']}-best.params"), ignore_extra=True)
+    return net, info
+
+
+def check_export(model_dir, image, workdir):
+    """The exported network in `model_dir`, loaded in a fresh process where GluonCV cannot be imported, detects on
+    `image` what the trained network does (to EXPORT_TOLERANCE), and the example's JSON answer is those detections
+    in the image's pixels, best first."""
+    import mxnet as mx
+    import numpy as np
+    from gluoncv.data.transforms.presets import rcnn as presets
+
+    net, info = trained_network(model_dir)
+    short = info["short"][-1] if isinstance(info["short"], list) else info["short"]
+    original = mx.image.imread(str(image))
+    x = presets.FasterRCNNDefaultValTransform(short, info["max_size"])(original, np.zeros((0, 5)))[0].expand_dims(0)
+    np.save(workdir / "x.npy", x.asnumpy())
+    reference = [o.asnumpy() for o in net(x)]
+    ids, scores, boxes, *masks = (o[0] for o in reference)
+    assert (ids >= 0).sum() > 0, "no detection to compare"
+
+    blocker = workdir / "blocked"
+    (blocker / "gluoncv").mkdir(parents=True)
+    (blocker / "gluoncv" / "__init__.py").write_text(GLUONCV_BLOCKED)
+    env = base_env(workdir, {"PYTHONPATH": f"{blocker}:{EXAMPLES}"})
+    served = subprocess.run([sys.executable, "-c", SERVE, str(model_dir), str(image), str(workdir / "x.npy"),
+                             str(workdir / "out")], env=env, capture_output=True, text=True, timeout=300)
+    assert served.returncode == 0, served.stderr
+    exported = np.load(workdir / "out.npz")
+    assert len(exported.files) == len(reference)
+    for k, ours in enumerate(reference):
+        theirs = exported[f"arr_{k}"]
+        assert ours.shape == theirs.shape, (k, ours.shape, theirs.shape)
+        assert np.abs(ours - theirs).max() <= EXPORT_TOLERANCE, (k, np.abs(ours - theirs).max())
+
+    answer = json.loads((workdir / "out.json").read_text())
+    keep = np.flatnonzero(ids[:, 0] >= 0)
+    keep = keep[np.argsort(-scores[keep, 0], kind="stable")]
+    scale = x.shape[2] / original.shape[0]  # input / original
+    assert [(d["class"], d["category_id"]) for d in answer] == \
+        [(info["classes"][int(ids[k, 0])], info["category_ids"][int(ids[k, 0])]) for k in keep]
+    assert np.allclose([d["score"] for d in answer], scores[keep, 0], atol=EXPORT_TOLERANCE)
+    assert np.allclose([d["box"] for d in answer], boxes[keep] / scale, atol=EXPORT_TOLERANCE / scale)
+    if masks:  # over each box: 14 x 14 for the C4 models
+        assert np.allclose([d["mask"] for d in answer], masks[0][keep], atol=EXPORT_TOLERANCE)
+
+
 def assert_usage_error(job, prog, *needles, seconds=None):
     """Exit 2 with one `<prog>: error: ` line holding every needle; within `seconds` when given."""
     assert job.returncode == 2, job.explain()

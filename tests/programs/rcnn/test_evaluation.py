@@ -12,6 +12,10 @@ corners (x2 = x + w - 1) and its COCODetectionMetric writes back w = x2 - x1 + 1
 exact corners (x2 = x + w) and COCOInstanceMetric writes w = x2 - x1. So a network that predicts the corners it was
 trained on scores 1.0 under either model. This test writes [x, y, w, h] from its own detections, never from corners.
 
+Each class's AP is what COCOeval gives with its categories restricted to that class alone (params.catIds), in the
+classes' order: the data's classes are of its own, with ids neither 1..K nor in the file's order (synthetic_coco's
+10, 7, 4), where COCOeval's arrays follow sorted ids.
+
 The programs report COCOeval's stats[0] at full precision (not GluonCV's print of it, percent with one decimal):
 the test's COCOeval on its own results file must give the same number. A mask goes through the network's 28 x 28 box-relative mask (KnownDetections gives GluonCV's training
 target) and GluonCV's pasting back, which moves its edges by a pixel or so: ground-truth masks come back with IoU
@@ -51,6 +55,8 @@ IOU_THRESHOLDS = np.linspace(0.5, 0.95, 10)
 IOU_MARGIN = 0.01  # boxes: no IoU of the test's detections this close to a threshold (they are exact floats)
 SEGM_NO_MATCH = 0.4  # masks: the test's IoUs are 1 or below this, far from 0.5 for a pixel's difference
 MODELS = ("faster", "mask")
+CLASSES = ["bolt", "nut", "washer"]
+CATEGORY_IDS = [10, 7, 4]  # synthetic_coco's for CLASSES
 NOTHING = "nothing"
 PLANS = (False, True, NOTHING)  # the detections validated (as epochs 0, 1, 2): ground truth, defective, none
 
@@ -58,9 +64,9 @@ PLANS = (False, True, NOTHING)  # the detections validated (as epochs 0, 1, 2): 
 @pytest.fixture(scope="module")
 def val_data(tmp_path_factory, needs_mxnet):
     """NUM_VAL synthetic images of 200-640 px (short sides both sides of SHORT), aspect ratios 2% apart at least
-    (KnownDetections tells images apart by it)."""
+    (KnownDetections tells images apart by it), of CLASSES."""
     out = tmp_path_factory.mktemp("known") / "coco"
-    synthetic_coco.write_coco(out, num_train=1, num_val=NUM_VAL, image_size=(200, 640), seed=48)
+    synthetic_coco.write_coco(out, num_train=1, num_val=NUM_VAL, image_size=(200, 640), seed=48, classes=CLASSES)
     gt = json.loads((out / "annotations" / "instances_val2017.json").read_text())
     images = sorted(gt["images"], key=lambda image: image["id"])
     shorts = [min(image["width"], image["height"]) for image in images]
@@ -136,34 +142,43 @@ def results_json(gt, planned, with_masks):
     return results
 
 
-def coco_eval(annotation_file, results, iou_type):
-    """COCOeval's stats[0] (AP at IoU 0.50:0.95, all areas, 100 detections), and the IoUs of its matches."""
+def coco_eval(annotation_file, results, iou_type, category=None):
+    """COCOeval's stats[0] (AP at IoU 0.50:0.95, all areas, 100 detections), and the IoUs of its matches; of one
+    `category` alone when given (stats[0] None: it has no objects)."""
     gt = COCO(str(annotation_file))
     evaluation = COCOeval(gt, gt.loadRes(results), iou_type)
+    if category is not None:
+        evaluation.params.catIds = [category]
     evaluation.evaluate()
     evaluation.accumulate()
     evaluation.summarize()
     ious = [value for matrix in evaluation.ious.values() if len(matrix) for value in np.ravel(matrix)]
-    return float(evaluation.stats[0]), ious
+    return (None if evaluation.stats[0] == -1 else float(evaluation.stats[0])), ious
 
 
 @pytest.fixture(scope="module")
 def expected(val_data):
-    """{model: [(bbox AP, segm AP or None) for the perfect and the defective detections]} by COCOeval."""
+    """{model: [(bbox AP, segm AP or None, {category id: (bbox AP, segm AP or None)}) for the perfect and the
+    defective detections]} by COCOeval."""
     data, gt = val_data
     annotation_file = data / "annotations" / "instances_val2017.json"
     answers = {model: [] for model in MODELS}
     for defects in (False, True):  # NOTHING: the programs' 0.0 (pycocotools cannot load an empty result list)
         planned = detections(gt, defects)
-        bbox, bbox_ious = coco_eval(annotation_file, results_json(gt, planned, False), "bbox")
-        segm, segm_ious = coco_eval(annotation_file, results_json(gt, planned, True), "segm")
+        boxes, masks = results_json(gt, planned, False), results_json(gt, planned, True)
+        bbox, bbox_ious = coco_eval(annotation_file, boxes, "bbox")
+        segm, segm_ious = coco_eval(annotation_file, masks, "segm")
         near = [iou for iou in bbox_ious if iou < 1 and np.min(np.abs(IOU_THRESHOLDS - iou)) < IOU_MARGIN]
         assert near == [], f"the test's boxes have IoUs too close to a COCO threshold: {near}"
         assert [iou for iou in segm_ious if SEGM_NO_MATCH <= iou < 1] == [], segm_ious
-        answers["faster"].append((bbox, None))
-        answers["mask"].append((bbox, segm))
-    assert answers["mask"][0] == (1.0, 1.0)
+        per_category = {cid: (coco_eval(annotation_file, boxes, "bbox", cid)[0],
+                              coco_eval(annotation_file, masks, "segm", cid)[0]) for cid in CATEGORY_IDS}
+        answers["faster"].append((bbox, None, {cid: (b, None) for cid, (b, _) in per_category.items()}))
+        answers["mask"].append((bbox, segm, per_category))
+    assert answers["mask"][0][:2] == (1.0, 1.0)
     assert 0.1 < answers["mask"][1][0] < 0.9 and 0.1 < answers["mask"][1][1] < 0.9, answers
+    defective = answers["mask"][1][2]
+    assert len({aps for aps in defective.values()}) == len(CATEGORY_IDS), f"classes that score alike: {defective}"
     return answers
 
 
@@ -201,7 +216,7 @@ def test_ground_truth_detections_score_1(validated, model):
 @pytest.mark.parametrize("model", MODELS)
 def test_defective_detections_score_what_cocoeval_gives(validated, expected, model):
     _, out, job = validated
-    for result, (bbox, segm) in zip(out[model], expected[model]):  # ground truth, defective
+    for result, (bbox, segm, _) in zip(out[model], expected[model]):  # ground truth, defective
         assert result["val_bbox_map"] == pytest.approx(bbox, rel=1e-12, abs=1e-12), job.stdout
         if segm is not None:
             assert result["val_segm_map"] == pytest.approx(segm, rel=1e-12, abs=1e-12), job.stdout
@@ -226,3 +241,20 @@ def test_no_detection_at_all_scores_0(validated, model):
     nothing = out[model][PLANS.index(NOTHING)]
     assert {name: nothing[name] for name in nothing if name.endswith("_map")} == \
         {"val_bbox_map": 0.0, **({"val_segm_map": 0.0} if model == "mask" else {})}, job.stdout
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_each_class_scores_what_cocoeval_gives_for_it_alone(validated, val_data, expected, model):
+    _, out, job = validated
+    _, gt = val_data
+    objects_by_hand = [sum(1 for a in gt["annotations"] if a["category_id"] == cid) for cid in CATEGORY_IDS]
+    assert all(objects_by_hand), objects_by_hand
+    iou_types = ("bbox", "segm") if model == "mask" else ("bbox",)
+    for result, (_, _, per_category) in zip(out[model], expected[model]):  # ground truth, defective
+        assert [(e["class"], e["category_id"], e["val_objects"]) for e in result["class_ap"]] == \
+            list(zip(CLASSES, CATEGORY_IDS, objects_by_hand))
+        for entry in result["class_ap"]:
+            for iou_type, answer in zip(iou_types, per_category[entry["category_id"]]):
+                assert entry[f"{iou_type}_ap"] == pytest.approx(answer, rel=1e-12, abs=1e-12), (entry, job.stdout)
+    nothing = out[model][PLANS.index(NOTHING)]["class_ap"]
+    assert [[e[f"{iou_type}_ap"] for iou_type in iou_types] for e in nothing] == [[0.0] * len(iou_types)] * 3

@@ -48,6 +48,23 @@ def test_metric_definitions_capture_one_number_each():
                      FASTER_LINES[0].replace("0.000416667", "4.2e-05")).group(1) == "4.2e-05"
 
 
+CLASS_LINES = [
+    'epoch=2 class="bolt" val_bbox_ap=0.0456 val_segm_ap=0.0321 val_objects=12',
+    'epoch=2 class="traffic light" val_bbox_ap=0.5 val_segm_ap=none val_objects=3',
+    'epoch=2 class="traffic" val_bbox_ap=0.25 val_segm_ap=0.125 val_objects=3',
+]
+
+
+def test_class_metric_definitions_capture_each_classs_ap():
+    names = ["bolt", "traffic light", "traffic"]
+    found = {d["Name"]: [float(m) for m in re.findall(d["Regex"], "\n".join(CLASS_LINES))]
+             for d in MASK.class_metric_definitions(names)}
+    assert found == {"validation:bbox_ap:bolt": [0.0456], "validation:segm_ap:bolt": [0.0321],
+                     "validation:bbox_ap:traffic light": [0.5], "validation:segm_ap:traffic light": [],
+                     "validation:bbox_ap:traffic": [0.25], "validation:segm_ap:traffic": [0.125]}
+    assert [d["Name"] for d in FASTER.class_metric_definitions(names)] == [f"validation:bbox_ap:{n}" for n in names]
+
+
 def test_the_entrypoints_publish_their_models_definitions():
     assert faster_rcnn.METRIC_DEFINITIONS == FASTER.metric_definitions()
     assert mask_rcnn.METRIC_DEFINITIONS == MASK.metric_definitions()

@@ -1,4 +1,5 @@
-"""inputs: COCO-layout channels found and checked before MXNet (in-process, standard library only)."""
+"""inputs: COCO-layout channels found and checked before MXNet (in-process, standard library only); any categories,
+the same in the train and val files."""
 
 import shutil
 from argparse import Namespace
@@ -9,6 +10,7 @@ from mxnet_programs.rcnn import inputs
 from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 from mxnet_programs.sagemaker_env import DistEnv
+from sagemaker_mxnet_data.coco_categories import COCO_CLASS_NAMES
 
 from programs.rcnn import helpers as h
 
@@ -36,7 +38,10 @@ def test_load_inputs_uses_the_val_channel(coco, tmp_path):
 @pytest.mark.parametrize("breakage, message", [
     ("no_annotations", "missing annotation file"),
     ("missing_image", "image referenced but absent"),
-    ("categories", "not COCO's 80 categories"),
+    ("no_categories", "no categories in"),
+    ("category_without_name", "category without an integer id and a name"),
+    ("duplicate_category_id", "duplicate category ids in .*: 6$"),
+    ("duplicate_category_name", "duplicate category names in .*: 'car'$"),
     ("empty", "empty train set"),
     ("rle", "polygon"),
 ])
@@ -47,8 +52,14 @@ def test_load_inputs_rejects_bad_data(coco, tmp_path, breakage, message):
             f.unlink()
     elif breakage == "missing_image":
         (data / "train2017" / "000000000003.jpg").unlink()
-    elif breakage == "categories":
-        h.edit_annotations(data, "train2017", lambda d: d["categories"].__setitem__(5, {"id": 6, "name": "widget"}))
+    elif breakage == "no_categories":
+        h.edit_annotations(data, "train2017", lambda d: d.__setitem__("categories", []))
+    elif breakage == "category_without_name":
+        h.edit_annotations(data, "train2017", lambda d: d["categories"].__setitem__(5, {"id": 6}))
+    elif breakage == "duplicate_category_id":
+        h.edit_annotations(data, "train2017", lambda d: d["categories"].__setitem__(4, {"id": 6, "name": "widget"}))
+    elif breakage == "duplicate_category_name":
+        h.edit_annotations(data, "train2017", lambda d: d["categories"].__setitem__(5, {"id": 6, "name": "car"}))
     elif breakage == "empty":
         h.edit_annotations(data, "train2017", lambda d: d.__setitem__("annotations", []))
     elif breakage == "rle":
@@ -57,6 +68,55 @@ def test_load_inputs_rejects_bad_data(coco, tmp_path, breakage, message):
     with pytest.raises(ProgramError, match=message) as info:
         inputs.load_inputs(MASK, _args(data))
     assert str(data) in str(info.value)
+
+
+def test_any_categories_are_the_classes_in_the_train_files_order(coco, own_classes):
+    train, val = inputs.load_inputs(MASK, _args(own_classes))
+    assert train.categories == [(10, "bolt"), (7, "nut"), (4, "washer")]  # synthetic_coco's ids, by hand
+    assert train.class_names == ["bolt", "nut", "washer"] and train.category_ids == [10, 7, 4]
+    assert train.usable_images == 8 and val.categories == train.categories
+    assert inputs.describe_classes(train) == ("3 classes, the train annotation file's categories in its order: "
+                                              "'bolt' (id 10), 'nut' (id 7), 'washer' (id 4)")
+    coco_train, _ = inputs.load_inputs(MASK, _args(coco))
+    assert coco_train.class_names == COCO_CLASS_NAMES
+    assert inputs.describe_classes(coco_train).startswith("80 classes, COCO's 80 categories in COCO's order: ")
+
+
+def test_one_category_is_enough(own_classes, tmp_path):
+    data = h.copy_coco(own_classes, tmp_path / "data")
+
+    def keep_bolts(d):
+        d["categories"] = d["categories"][:1]
+        d["annotations"] = [a for a in d["annotations"] if a["category_id"] == 10]
+    for split in ("train2017", "val2017"):
+        h.edit_annotations(data, split, keep_bolts)
+    train, val = inputs.load_inputs(FASTER, _args(data))
+    assert train.categories == val.categories == [(10, "bolt")] and train.usable_images > 0
+
+
+def test_val_categories_in_another_order_are_the_same_classes(own_classes, tmp_path):
+    data = h.copy_coco(own_classes, tmp_path / "data")
+    h.edit_annotations(data, "val2017", lambda d: d["categories"].reverse())
+    train, val = inputs.load_inputs(FASTER, _args(data))
+    assert train.class_names == ["bolt", "nut", "washer"] and val.class_names == ["washer", "nut", "bolt"]
+
+
+@pytest.mark.parametrize("change, only_train, only_val", [
+    (lambda d: d["categories"][1].update(name="nuts"), "'nut' (id 7)", "'nuts' (id 7)"),  # renamed
+    (lambda d: d["categories"][2].update(id=5), "'washer' (id 4)", "'washer' (id 5)"),  # renumbered
+    (lambda d: d["categories"].pop(), "'washer' (id 4)", "none"),  # one fewer
+])
+def test_val_categories_that_disagree_are_refused_naming_both_files(own_classes, tmp_path, change, only_train,
+                                                                      only_val):
+    data = h.copy_coco(own_classes, tmp_path / "data")
+    h.edit_annotations(data, "val2017", lambda d: (change(d), d.__setitem__("annotations", [])))
+    with pytest.raises(ProgramError, match="^the train and val annotation files list different categories") as info:
+        inputs.load_inputs(FASTER, _args(data))
+    message = str(info.value)
+    for needle in (str(data / "annotations" / "instances_train2017.json"),
+                   str(data / "annotations" / "instances_val2017.json"),
+                   f"only in train: {only_train}; only in val: {only_val}:"):
+        assert needle in message, message
 
 
 def test_data_channel_trains_on_train2017_and_validates_on_val2017(coco):

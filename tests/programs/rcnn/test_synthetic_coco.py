@@ -1,4 +1,5 @@
-"""synthetic_coco (the image's `synth-data coco`): the tiny COCO data set the R-CNN tests train on."""
+"""synthetic_coco (the image's `synth-data coco`): the tiny COCO data set the R-CNN tests train on, with COCO's 80
+categories or classes of your own."""
 
 import argparse
 import json
@@ -43,6 +44,29 @@ def test_synthetic_coco_layout_and_annotations(tmp_path, needs_mxnet):
             assert 0 < ann["area"] <= w * hgt + 0.1
 
 
+# The shapes a class of your own is drawn as, by its position in the list, and their polygons' vertex counts.
+VERTICES = {"rectangle": 4, "ellipse": 24, "triangle": 3, "diamond": 4, "pentagon": 5}
+
+
+def test_synthetic_coco_writes_classes_of_your_own(tmp_path, needs_mxnet):
+    classes = ["bolt", "nut", "washer"]
+    synthetic_coco.write_coco(tmp_path / "c", num_train=6, num_val=2, image_size=(128, 160), seed=2, classes=classes)
+    # ids 3 (K - i) + 1, by hand: neither 1..K nor increasing in the file's order
+    expected = [{"id": 10, "name": "bolt", "supercategory": "synthetic"},
+                {"id": 7, "name": "nut", "supercategory": "synthetic"},
+                {"id": 4, "name": "washer", "supercategory": "synthetic"}]
+    vertices = {10: VERTICES["rectangle"], 7: VERTICES["ellipse"], 4: VERTICES["triangle"]}
+    seen = set()
+    for split in ("train2017", "val2017"):
+        data = json.loads((tmp_path / "c" / "annotations" / f"instances_{split}.json").read_text())
+        assert data["categories"] == expected
+        for ann in data["annotations"]:
+            (poly,) = ann["segmentation"]
+            assert len(poly) == 2 * vertices[ann["category_id"]], ann  # the class decides the shape
+            seen.add(ann["category_id"])
+    assert seen == {10, 7, 4}
+
+
 def test_synthetic_coco_is_deterministic(tmp_path, needs_mxnet):
     synthetic_coco.write_coco(tmp_path / "a", 2, 1, 160, seed=3)
     synthetic_coco.write_coco(tmp_path / "b", 2, 1, 160, seed=3)
@@ -60,10 +84,18 @@ def test_synthetic_coco_cli_and_subcommand(tmp_path, needs_mxnet):
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
     synthetic_coco.add_subcommand(sub)
-    args = parser.parse_args(["coco", str(tmp_path / "d"), "--train", "1", "--val", "0", "--image-size", "96,128"])
+    args = parser.parse_args(["coco", str(tmp_path / "d"), "--train", "1", "--val", "0", "--image-size", "96,128",
+                              "--classes", "1"])
     assert args.func(args) == 0
-    assert (tmp_path / "d" / "annotations" / "instances_train2017.json").is_file()
+    data = json.loads((tmp_path / "d" / "annotations" / "instances_train2017.json").read_text())
+    assert [(c["id"], c["name"]) for c in data["categories"]] == [(4, "class-1")]  # K = 1: id 3 x 1 + 1
+    assert {a["category_id"] for a in data["annotations"]} == {4}
     assert not (tmp_path / "d" / "annotations" / "instances_val2017.json").exists()
+    names = parser.parse_args(["coco", str(tmp_path / "e"), "--classes", " big ship,tug "]).classes
+    assert names == ["big ship", "tug"]
+    for bad in ("0", "a,,b", "a,a"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["coco", str(tmp_path / "e"), "--classes", bad])
     bad = subprocess.run([sys.executable, "-m", "sagemaker_mxnet_data.synthetic_coco", str(tmp_path / "e"),
                           "--image-size", "8"], cwd=h.CONTAINER_SRC, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "image size" in bad.stderr

@@ -16,6 +16,7 @@ import mask_rcnn
 import pytest
 from mxnet_programs.rcnn import data as rcnn_data
 from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
+from sagemaker_mxnet_data.coco_categories import COCO_CATEGORIES, COCO_CLASS_NAMES
 from sagemaker_mxnet_horovod.parse.launch_rules import load_launch_rules
 
 from programs.helpers import recorded_first_step, recorded_run
@@ -70,7 +71,17 @@ def test_one_process_trains_validates_and_resumes(coco, tmp_path, model):
     assert_metric_definitions_match(model, out)
     assert {p.name for p in first.model_dir.iterdir()} >= {f"{net}-final.params", f"{net}-best.params", "model.json"}
     info = json.loads((first.model_dir / "model.json").read_text())
-    assert info["model"] == net and info["best_epoch"] == 0 and len(info["classes"]) == 80
+    assert info["model"] == net and info["best_epoch"] == 0 and info["classes"] == COCO_CLASS_NAMES
+    # COCO's own 80 classes, as COCO numbers them; each class's AP in the log (the val images show person, car, dog)
+    assert json.loads((first.model_dir / "classes.json").read_text()) == \
+        [{"id": cid, "name": name} for cid, name, _ in COCO_CATEGORIES]
+    class_ap = json.loads((first.model_dir / "metrics.json").read_text())["best"]["class_ap"]
+    assert [e["class"] for e in class_ap] == COCO_CLASS_NAMES
+    for definition in MODULES[model].MODEL.class_metric_definitions(["person", "car", "dog", "bicycle"]):
+        found = re.findall(definition["Regex"], out)
+        assert len(found) == (0 if definition["Name"].endswith(":bicycle") else 1), (definition, out[-3000:])
+    if model == "faster":  # Mask R-CNN's export: test_model_files.py
+        h.check_export(first.model_dir, sorted((coco / "val2017").iterdir())[0], tmp_path)
     state = json.loads((first.checkpoint_dir / f"{net}-epoch-0001.json").read_text())
     assert state["epoch"] == 1 and state["batch"] is None
     assert (tmp_path / "output" / "data" / f"{prog}_val_results.json").is_file()

@@ -25,14 +25,17 @@ def _break(data, breakage):
     if breakage == "missing_image":
         (data / "train2017" / "000000000005.jpg").unlink()
         return ["image referenced but absent", str(data / "train2017" / "000000000005.jpg")]
-    if breakage == "categories":
+    if breakage == "val_categories":  # the val file's categories disagree with the train file's
         def rename(d):
             d["categories"] = [dict(c, name="thing" if c["id"] == 18 else c["name"]) for c in d["categories"]]
-        path = h.edit_annotations(data, "train2017", rename)
-        return ["not COCO's 80 categories", "'thing'", "'dog'", str(path)]
-    if breakage == "too_few_categories":
-        path = h.edit_annotations(data, "train2017", lambda d: d.__setitem__("categories", d["categories"][:3]))
-        return ["not COCO's 80 categories", "found 3 categories", str(path)]
+            d["annotations"] = [a for a in d["annotations"] if a["category_id"] != 18]
+        path = h.edit_annotations(data, "val2017", rename)
+        return ["the train and val annotation files list different categories", str(path),
+                str(data / "annotations" / "instances_train2017.json"), "only in train: 'dog' (id 18)",
+                "only in val: 'thing' (id 18)"]
+    if breakage == "duplicate_category_ids":
+        path = h.edit_annotations(data, "train2017", lambda d: d["categories"].append({"id": 18, "name": "wolf"}))
+        return ["duplicate category ids", str(path), ": 18"]
     if breakage == "empty":  # found once the datasets are built, with MXNet
         path = h.edit_annotations(data, "train2017", lambda d: d.__setitem__("annotations", []))
         return ["empty train set", str(path)]
@@ -40,8 +43,8 @@ def _break(data, breakage):
 
 
 @pytest.mark.parametrize("model", ["faster", "mask"])
-@pytest.mark.parametrize("breakage", ["missing_annotation", "missing_image", "categories", "too_few_categories",
-                                      "empty"])
+@pytest.mark.parametrize("breakage", ["missing_annotation", "missing_image", "val_categories",
+                                      "duplicate_category_ids", "empty"])
 def test_bad_data_fails_fast(coco, tmp_path, model, breakage):
     data = h.copy_coco(coco, tmp_path / "data")
     needles = _break(data, breakage)
