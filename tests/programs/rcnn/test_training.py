@@ -260,7 +260,8 @@ def test_clip_gradient_bounds_every_weights_first_step_and_static_alloc_reaches_
     optimizer clips every element of the batch-averaged gradient to [-C, C] before the SGD update, so from zero
     momentum and without weight decay the first step moves no weight element by more than lr x C, and with C far
     below the gradients some by exactly that. Static allocation: the graph the first step ran was built with
-    static_alloc, and validation, which hybridizes again, runs with it too."""
+    static_alloc, and validation, which hybridizes again, ran its own graph built with it too (recorded_run.py records
+    both)."""
     np = pytest.importorskip("numpy")
     command, path = recorded_run("mask", num_sample=8)
     args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1", "--lr", "0.08", "--lr-warmup", "0",
@@ -284,3 +285,7 @@ def test_clip_gradient_bounds_every_weights_first_step_and_static_alloc_reaches_
     assert hybridized["active"] and hybridized["graph_built"], hybridized
     assert hybridized["flags"].get("static_alloc") is True, hybridized
     assert re.search(r"^epoch=0 val_bbox_map=\S+ val_segm_map=\S+ val_images=2 ", job.stdout, re.M), job.explain()
+    # validation's forward passes ran a graph of their own (not training's), built with static_alloc too
+    validation = json.loads((job.model_dir / "hybridization-validation-epoch-0.json").read_text())
+    assert validation["active"] and validation["new_graph"], validation
+    assert validation["flags"].get("static_alloc") is True, validation
