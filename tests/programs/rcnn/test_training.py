@@ -148,12 +148,31 @@ def test_one_process_trains_validates_and_resumes(coco, first_epoch, tmp_path, m
     assert state["epoch"] == 2 and [r["epoch"] for r in state["history"]] == [0, 1]
 
 
+@pytest.fixture(scope="module")
+def two_ranks_fpn(coco, tmp_path_factory, needs_horovod):
+    """two_ranks_fpn(model) -> the finished job: `model`'s FPN variant on 2 ranks for 1 iteration, then validated. Run
+    once per model, on first use, for test_two_ranks_train_and_validate and test_fpn_variant_trains_and_validates (one
+    2-rank run where there were a 2-rank run of the C4 network and a 1-rank run of the FPN variant; the C4 networks
+    train on 2 ranks in test_training_distributed.py and the SIGTERM tests, and validate on 2 hosts in
+    tests/integration/test_rcnn_cluster.py)."""
+    jobs = {}
+
+    def run(model):
+        if model not in jobs:
+            workdir = tmp_path_factory.mktemp(f"two-ranks-fpn-{model}")
+            args = [*h.TINY_ARGS, "--use-fpn", "true", "--epochs", "1", "--max-iterations-per-epoch", "1",
+                    *dirs_args(workdir)]
+            jobs[model] = h.run(model, workdir, args, env=h.channel_env(coco), ranks=2, timeout=900)
+        return jobs[model]
+
+    return run
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", ["faster", "mask"])
-def test_two_ranks_train_and_validate(coco, tmp_path, model, needs_horovod):
-    prog, net = f"{model}_rcnn", NETS[model]
-    job = h.run(model, tmp_path, [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1",
-                                  *dirs_args(tmp_path)], env=h.channel_env(coco), ranks=2, timeout=900)
+def test_two_ranks_train_and_validate(two_ranks_fpn, model):
+    prog, net = f"{model}_rcnn", f"{model}_rcnn_fpn_resnet50_v1b_coco"
+    job = two_ranks_fpn(model)
     assert job.returncode == 0, job.explain()
     out = job.stdout
     assert f"{prog}: model={net} world_size=2" in out and "global_batch=2 " in out
@@ -248,10 +267,10 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     assert "mask_rcnn: error: unexpected" in job.stderr, job.explain()
 
 
+@pytest.mark.mpi
 @pytest.mark.parametrize("model", ["faster", "mask"])
-def test_fpn_variant_trains_and_validates(coco, tmp_path, model):
-    job = h.run(model, tmp_path, [*h.TINY_ARGS, "--use-fpn", "true", "--epochs", "1",
-                                  "--max-iterations-per-epoch", "1"], env=h.channel_env(coco), timeout=900)
+def test_fpn_variant_trains_and_validates(two_ranks_fpn, model):
+    job = two_ranks_fpn(model)
     assert job.returncode == 0, job.explain()
     net = f"{model}_rcnn_fpn_resnet50_v1b_coco"
     assert f"model={net} " in job.stdout
