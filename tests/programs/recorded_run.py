@@ -8,8 +8,9 @@ head) or rpn_train_post_nms=300 (RPN proposals per image in training): a cheaper
 
 Recorded by rank 0 in the model dir: `weights-step-0.npz` (once every rank has them, before the first step) and
 `weights-step-1.npz` (after it), by the parameters' names, `parameter-paths.json`: {name: the path save_parameters
-writes it under (e.g. class_predictor.weight)}, and `hybridization-step-1.json`: how MXNet hybridized the net for that
-step. By
+writes it under (e.g. class_predictor.weight)}, `hybridization-step-1.json`: how MXNet hybridized the net for that
+step, and (R-CNN) `hybridization-validation-epoch-<e>.json`: how it hybridized the net for validation's forward passes
+after epoch e. By
 every rank r, in `optimizer-lr-rank-<r>.json`: for each optimizer step, the distinct learning rates the optimizer's
 update used for the weights it updated in that step (what MXNet's optimizer computes for each weight's update, its lr
 times the weight's lr_mult, read as the update asks for it: not the schedule's output, nor the log's). Everything
@@ -105,12 +106,34 @@ def recording(training_class, trainable):
         def save_hybridization(self, name):
             """How MXNet hybridized the net for the step: whether its graph was built and the flags it got."""
             if self.session.rank == 0 and hasattr(self.net, "_flags"):
-                record = {"active": self.net._active, "graph_built": self.net._cached_op is not None,
-                          "flags": {k: v for k, v in self.net._flags if isinstance(v, (bool, int, float, str))}}
                 with open(os.path.join(self.config.model_dir, name), "w") as f:
-                    json.dump(record, f)
+                    json.dump(hybridization(self.net), f)
 
     return Recorded
+
+
+def hybridization(net, before=None):
+    """How MXNet hybridized `net`: whether it is active, whether its graph was built (and is another than `before`, the
+    graph it had earlier), and the flags it got."""
+    return {"active": net._active, "graph_built": net._cached_op is not None,
+            "new_graph": net._cached_op is not None and net._cached_op is not before,
+            "flags": {k: v for k, v in net._flags if isinstance(v, (bool, int, float, str))}}
+
+
+def recording_validation(validate):
+    """R-CNN's validate, recording on rank 0 how the net was hybridized for validation's forward passes (its graph is
+    built by the first of them): hybridization-validation-epoch-<e>.json in the model dir."""
+
+    def recorded(session, model, net, val_ds, val_tf, val_batchify, ctx, config, epoch):
+        training_graph = getattr(net, "_cached_op", None)
+        result = validate(session, model, net, val_ds, val_tf, val_batchify, ctx, config, epoch)
+        if session.rank == 0 and hasattr(net, "_flags"):
+            os.makedirs(config.model_dir, exist_ok=True)
+            with open(os.path.join(config.model_dir, f"hybridization-validation-epoch-{epoch}.json"), "w") as f:
+                json.dump(hybridization(net, training_graph), f)
+        return result
+
+    return recorded
 
 
 # id(optimizer) -> the list that receives the learning rates of its weight updates.
@@ -158,7 +181,7 @@ def main(program, argv):
 
         mnist.MnistTraining = recording(mnist.MnistTraining, lambda net: net.collect_params())
         return mnist.main(argv)
-    from mxnet_programs.rcnn import training
+    from mxnet_programs.rcnn import evaluation, training
     from mxnet_programs.rcnn.faster_rcnn import MODEL as FASTER
     from mxnet_programs.rcnn.mask_rcnn import MODEL as MASK
 
@@ -172,6 +195,7 @@ def main(program, argv):
         overriding_construction(FasterRCNN, overrides)
     mx.symbol.random.uniform = fixed_uniform(mx.symbol)
     mx.ndarray.random.uniform = fixed_uniform(mx.ndarray)
+    evaluation.validate = recording_validation(evaluation.validate)
     training.RcnnTraining = recording(training.RcnnTraining, lambda net: net.collect_train_params())
     return training.main({"faster": FASTER, "mask": MASK}[program], argv)
 

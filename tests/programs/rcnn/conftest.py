@@ -33,6 +33,28 @@ def coco(tmp_path_factory, needs_mxnet):
     return out
 
 
+@pytest.fixture(scope="session")
+def first_epoch(coco, tmp_path_factory):
+    """first_epoch(model) -> the finished job: one process of `model` ("faster" or "mask") trained for 1 epoch of 2
+    iterations on the coco fixture's data and validated, with a SageMaker Debugger hook configuration saving weights,
+    gradients and losses every step into debugger/tensors beside its workdir. Run once per model, on first use, for
+    test_training.py (its outputs, then a resume in the same dirs) and test_training_debugger.py (the tensors): one
+    run where there were two, each a process start, MXNet's import and two ResNet-50 iterations."""
+    from programs.test_debugger import WEIGHTS_AND_LOSSES, hook_env
+
+    jobs = {}
+
+    def run(model):
+        if model not in jobs:
+            root = tmp_path_factory.mktemp(f"first-epoch-{model}")
+            env = {**rcnn_helpers.channel_env(coco), **hook_env(root / "debugger", WEIGHTS_AND_LOSSES)}
+            args = [*rcnn_helpers.TINY_ARGS, "--max-iterations-per-epoch", "2", "--epochs", "1"]
+            jobs[model] = rcnn_helpers.run(model, root / "job", args, env=env, timeout=900)
+        return jobs[model]
+
+    return run
+
+
 OWN_CLASSES = ["bolt", "nut", "washer"]  # synthetic_coco gives them ids 10, 7, 4
 
 

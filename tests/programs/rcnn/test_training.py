@@ -54,11 +54,60 @@ def train_only(coco, tmp_path_factory):
     return data
 
 
+@pytest.fixture(scope="module")
+def baseline(coco, tmp_path_factory):
+    """(job, data): one finished 1-iteration Faster R-CNN run that three tests read, each its own part of it (one
+    run instead of three: each cost a process start, MXNet's import and a ResNet-50 iteration, 62-88 s on the shared
+    2 cores): AWS's R-CNN walkthrough's one 'data' channel in COCO's own layout, --horovod false with horovod
+    unimportable, and no --num-workers."""
+    workdir = tmp_path_factory.mktemp("baseline")
+    blocker = workdir / "block"
+    (blocker / "horovod").mkdir(parents=True)
+    (blocker / "horovod" / "__init__.py").write_text("raise RuntimeError('horovod must not be imported')\n")
+    env = {"SM_CHANNEL_DATA": str(coco), "SM_CHANNELS": '["data"]', "PYTHONPATH": str(blocker),
+           "SM_HOSTS": '["algo-1"]'}
+    flag = h.TINY_ARGS.index("--num-workers")
+    args = [*h.TINY_ARGS[:flag], *h.TINY_ARGS[flag + 2:], "--horovod", "false", "--epochs", "1",
+            "--max-iterations-per-epoch", "1"]
+    return h.run("faster", workdir / "job", args, env=env, timeout=900), coco
+
+
+def test_data_channel_in_coco_layout_trains_on_train2017_and_validates_on_val2017(baseline):
+    """AWS's R-CNN walkthrough: estimator.fit({'data': 's3://BUCKET/data'}) with COCO's own layout."""
+    job, coco = baseline
+    assert job.returncode == 0, job.explain()
+    out = job.stdout
+    assert f"train: {coco / 'annotations' / 'instances_train2017.json'} (8 images" in out
+    assert f"val: {coco / 'annotations' / 'instances_val2017.json'} (2 images" in out
+    assert "channel 'data' is FullyReplicated" in out
+    assert iter_lines(out) == [(0, 1)]
+    assert re.search(r"^epoch=0 val_bbox_map=\S+ val_images=2 ", out, re.M)
+
+
+def test_horovod_false_baseline_never_imports_horovod(baseline):
+    job, _ = baseline
+    assert job.returncode == 0, job.explain()
+    assert "world_size=1 devices_per_rank=1" in job.stdout
+    assert iter_lines(job.stdout) == [(0, 1)]
+    assert (job.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").is_file()
+
+
+def test_without_num_workers_a_cpu_rank_runs_the_loader_workers_the_launcher_counts(baseline):
+    # The launcher sizes /dev/shm by the DataLoader workers the launch module declares (rcnn/launch.py, loaded by its
+    # file path); the program must run as many when --num-workers is not given: 4 per rank on a CPU host.
+    argument, default = load_launch_rules("faster_rcnn", str(h.ENTRYPOINTS)).loader_workers
+    assert argument == "num-workers" and default(gpu_count=0, ranks_per_host=1, cores=2) == 4
+    job, _ = baseline
+    assert job.returncode == 0, job.explain()
+    assert re.search(r"^faster_rcnn: model=.* loader_workers=4$", job.stdout, re.M), job.explain()
+
+
 @pytest.mark.parametrize("model", ["faster", "mask"])
-def test_one_process_trains_validates_and_resumes(coco, tmp_path, model):
+def test_one_process_trains_validates_and_resumes(coco, first_epoch, tmp_path, model):
     prog, net = f"{model}_rcnn", NETS[model]
     args = [*h.TINY_ARGS, "--max-iterations-per-epoch", "2"]
-    first = h.run(model, tmp_path, [*args, "--epochs", "1"], env=h.channel_env(coco), timeout=900)
+    first = first_epoch(model)  # [*args, "--epochs", "1"], with a Debugger hook configuration (conftest.py)
+    workdir = first.workdir
     assert first.returncode == 0, first.explain()
     out = first.stdout
     assert f"{prog}: model={net} world_size=1" in out
@@ -84,12 +133,12 @@ def test_one_process_trains_validates_and_resumes(coco, tmp_path, model):
         h.check_export(first.model_dir, sorted((coco / "val2017").iterdir())[0], tmp_path)
     state = json.loads((first.checkpoint_dir / f"{net}-epoch-0001.json").read_text())
     assert state["epoch"] == 1 and state["batch"] is None
-    assert (tmp_path / "output" / "data" / f"{prog}_val_results.json").is_file()
-    assert any(n.startswith("events.out.tfevents") for n in os.listdir(tmp_path / "tensorboard"))
+    assert (workdir / "output" / "data" / f"{prog}_val_results.json").is_file()
+    assert any(n.startswith("events.out.tfevents") for n in os.listdir(workdir / "tensorboard"))
     assert not [f for f in os.listdir(first.model_dir) if f.startswith(".tmp")]
 
-    # Same dirs, one more epoch: continues at epoch 1 from the checkpoint.
-    second = h.run(model, tmp_path, [*args, "--epochs", "2"], env=h.channel_env(coco), timeout=900)
+    # Same dirs, one more epoch (without the hook): continues at epoch 1 from the checkpoint.
+    second = h.run(model, workdir, [*args, "--epochs", "2"], env=h.channel_env(coco), timeout=900)
     assert second.returncode == 0, second.explain()
     assert re.search(rf"{prog}: resumed from checkpoint \S+{net}-epoch-0001\.params at epoch 1$", second.stdout,
                      re.M), second.stdout
@@ -99,12 +148,31 @@ def test_one_process_trains_validates_and_resumes(coco, tmp_path, model):
     assert state["epoch"] == 2 and [r["epoch"] for r in state["history"]] == [0, 1]
 
 
+@pytest.fixture(scope="module")
+def two_ranks_fpn(coco, tmp_path_factory, needs_horovod):
+    """two_ranks_fpn(model) -> the finished job: `model`'s FPN variant on 2 ranks for 1 iteration, then validated. Run
+    once per model, on first use, for test_two_ranks_train_and_validate and test_fpn_variant_trains_and_validates (one
+    2-rank run where there were a 2-rank run of the C4 network and a 1-rank run of the FPN variant; the C4 networks
+    train on 2 ranks in test_training_distributed.py and the SIGTERM tests, and validate on 2 hosts in
+    tests/integration/test_rcnn_cluster.py)."""
+    jobs = {}
+
+    def run(model):
+        if model not in jobs:
+            workdir = tmp_path_factory.mktemp(f"two-ranks-fpn-{model}")
+            args = [*h.TINY_ARGS, "--use-fpn", "true", "--epochs", "1", "--max-iterations-per-epoch", "1",
+                    *dirs_args(workdir)]
+            jobs[model] = h.run(model, workdir, args, env=h.channel_env(coco), ranks=2, timeout=900)
+        return jobs[model]
+
+    return run
+
+
 @pytest.mark.mpi
 @pytest.mark.parametrize("model", ["faster", "mask"])
-def test_two_ranks_train_and_validate(coco, tmp_path, model, needs_horovod):
-    prog, net = f"{model}_rcnn", NETS[model]
-    job = h.run(model, tmp_path, [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1",
-                                  *dirs_args(tmp_path)], env=h.channel_env(coco), ranks=2, timeout=900)
+def test_two_ranks_train_and_validate(two_ranks_fpn, model):
+    prog, net = f"{model}_rcnn", f"{model}_rcnn_fpn_resnet50_v1b_coco"
+    job = two_ranks_fpn(model)
     assert job.returncode == 0, job.explain()
     out = job.stdout
     assert f"{prog}: model={net} world_size=2" in out and "global_batch=2 " in out
@@ -114,20 +182,6 @@ def test_two_ranks_train_and_validate(coco, tmp_path, model, needs_horovod):
     assert_metric_definitions_match(model, out)
     assert (job.model_dir / f"{net}-final.params").is_file()
     assert (job.checkpoint_dir / f"{net}-epoch-0001.json").is_file()
-
-
-def test_data_channel_in_coco_layout_trains_on_train2017_and_validates_on_val2017(coco, tmp_path):
-    """AWS's R-CNN walkthrough: estimator.fit({'data': 's3://BUCKET/data'}) with COCO's own layout."""
-    env = {"SM_CHANNEL_DATA": str(coco), "SM_CHANNELS": '["data"]'}
-    job = h.run("faster", tmp_path, [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1",
-                                     *dirs_args(tmp_path)], env=env, timeout=900)
-    assert job.returncode == 0, job.explain()
-    out = job.stdout
-    assert f"train: {coco / 'annotations' / 'instances_train2017.json'} (8 images" in out
-    assert f"val: {coco / 'annotations' / 'instances_val2017.json'} (2 images" in out
-    assert "channel 'data' is FullyReplicated" in out
-    assert iter_lines(out) == [(0, 1)]
-    assert re.search(r"^epoch=0 val_bbox_map=\S+ val_images=2 ", out, re.M)
 
 
 @pytest.mark.mpi
@@ -213,35 +267,10 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     assert "mask_rcnn: error: unexpected" in job.stderr, job.explain()
 
 
-def test_horovod_false_baseline_never_imports_horovod(train_only, tmp_path):
-    blocker = tmp_path / "block"
-    (blocker / "horovod").mkdir(parents=True)
-    (blocker / "horovod" / "__init__.py").write_text("raise RuntimeError('horovod must not be imported')\n")
-    env = dict(h.channel_env(train_only), PYTHONPATH=str(blocker), SM_HOSTS='["algo-1"]')
-    job = h.run("faster", tmp_path / "job", [*h.TINY_ARGS, "--horovod", "false", "--epochs", "1",
-                                             "--max-iterations-per-epoch", "1"], env=env, timeout=900)
-    assert job.returncode == 0, job.explain()
-    assert "world_size=1 devices_per_rank=1" in job.stdout
-    assert iter_lines(job.stdout) == [(0, 1)]
-    assert (job.model_dir / "faster_rcnn_resnet50_v1b_coco-final.params").is_file()
-
-
-def test_without_num_workers_a_cpu_rank_runs_the_loader_workers_the_launcher_counts(train_only, tmp_path):
-    # The launcher sizes /dev/shm by the DataLoader workers the launch module declares (rcnn/launch.py, loaded by its
-    # file path); the program must run as many when --num-workers is not given: 4 per rank on a CPU host.
-    argument, default = load_launch_rules("faster_rcnn", str(h.ENTRYPOINTS)).loader_workers
-    assert argument == "num-workers" and default(gpu_count=0, ranks_per_host=1, cores=2) == 4
-    flag = h.TINY_ARGS.index("--num-workers")
-    args = [*h.TINY_ARGS[:flag], *h.TINY_ARGS[flag + 2:], "--epochs", "1", "--max-iterations-per-epoch", "1"]
-    job = h.run("faster", tmp_path, args, env=h.channel_env(train_only), timeout=900)
-    assert job.returncode == 0, job.explain()
-    assert re.search(r"^faster_rcnn: model=.* loader_workers=4$", job.stdout, re.M), job.explain()
-
-
+@pytest.mark.mpi
 @pytest.mark.parametrize("model", ["faster", "mask"])
-def test_fpn_variant_trains_and_validates(coco, tmp_path, model):
-    job = h.run(model, tmp_path, [*h.TINY_ARGS, "--use-fpn", "true", "--epochs", "1",
-                                  "--max-iterations-per-epoch", "1"], env=h.channel_env(coco), timeout=900)
+def test_fpn_variant_trains_and_validates(two_ranks_fpn, model):
+    job = two_ranks_fpn(model)
     assert job.returncode == 0, job.explain()
     net = f"{model}_rcnn_fpn_resnet50_v1b_coco"
     assert f"model={net} " in job.stdout
@@ -260,7 +289,8 @@ def test_clip_gradient_bounds_every_weights_first_step_and_static_alloc_reaches_
     optimizer clips every element of the batch-averaged gradient to [-C, C] before the SGD update, so from zero
     momentum and without weight decay the first step moves no weight element by more than lr x C, and with C far
     below the gradients some by exactly that. Static allocation: the graph the first step ran was built with
-    static_alloc, and validation, which hybridizes again, runs with it too."""
+    static_alloc, and validation, which hybridizes again, ran its own graph built with it too (recorded_run.py records
+    both)."""
     np = pytest.importorskip("numpy")
     command, path = recorded_run("mask", num_sample=8)
     args = [*h.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "1", "--lr", "0.08", "--lr-warmup", "0",
@@ -284,3 +314,7 @@ def test_clip_gradient_bounds_every_weights_first_step_and_static_alloc_reaches_
     assert hybridized["active"] and hybridized["graph_built"], hybridized
     assert hybridized["flags"].get("static_alloc") is True, hybridized
     assert re.search(r"^epoch=0 val_bbox_map=\S+ val_segm_map=\S+ val_images=2 ", job.stdout, re.M), job.explain()
+    # validation's forward passes ran a graph of their own (not training's), built with static_alloc too
+    validation = json.loads((job.model_dir / "hybridization-validation-epoch-0.json").read_text())
+    assert validation["active"] and validation["new_graph"], validation
+    assert validation["flags"].get("static_alloc") is True, validation

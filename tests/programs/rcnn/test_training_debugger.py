@@ -1,10 +1,8 @@
 """training.py with a SageMaker Debugger hook configuration: Faster and Mask R-CNN save their losses (each loss block),
-weights and gradients, read back with smdebug's trial API. One process each."""
+weights and gradients, read back with smdebug's trial API. One process each: conftest.py's first_epoch, the run
+test_training.py's one-process test also reads."""
 
 import pytest
-
-from programs.rcnn import helpers as rcnn
-from programs.test_debugger import WEIGHTS_AND_LOSSES, hook_env
 
 pytest.importorskip("smdebug", reason="needs smdebug: run inside the image (make image-tests)")
 from smdebug.core.modes import ModeKeys  # noqa: E402
@@ -12,12 +10,10 @@ from smdebug.trials import create_trial  # noqa: E402
 
 
 @pytest.mark.parametrize("model", ["faster", "mask"])
-def test_rcnn_saves_its_losses_and_weights(coco, tmp_path, model):
-    env = {**rcnn.channel_env(coco), **hook_env(tmp_path, WEIGHTS_AND_LOSSES)}
-    job = rcnn.run(model, tmp_path / "job", [*rcnn.TINY_ARGS, "--epochs", "1", "--max-iterations-per-epoch", "2",
-                                             "--val-interval", "2"], env=env)
+def test_rcnn_saves_its_losses_and_weights(first_epoch, model):
+    job = first_epoch(model)  # 2 iterations with a hook saving weights, gradients and losses every step (conftest.py)
     assert job.returncode == 0, job.explain()
-    trial = create_trial(str(tmp_path / "tensors"))
+    trial = create_trial(str(job.workdir.parent / "debugger" / "tensors"))
     names = trial.tensor_names()
     losses = [name for name in names if name.endswith("_output_0") and "loss" in name]
     # RPN and R-CNN classification and box losses (and the mask loss for Mask R-CNN).

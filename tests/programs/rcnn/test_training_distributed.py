@@ -100,30 +100,37 @@ def test_every_trainable_weight_takes_its_gradient_in_the_first_step(layouts):
     assert len(shares) > 40 and not weak, f"moved by weight decay alone, or not at all: {weak}"
 
 
-# The learning-rate run: 4 epochs of the one iteration the 2 images give a global batch of 2, with a cheaper Faster R-CNN
-# (8 RoIs sampled per image, 300 RPN proposals): the rule is the programs' one, shared by both models. Both layouts side
-# by side: 48 s in the module's run (the shared 2 cores at load ~17); 102 s alone with 5 epochs at load 10-16.
-LR_ARGS = ["--short", "192", "--max-size", "192", "--lr", "0.16", "--lr-warmup", "1", "--lr-warmup-factor", "0.25",
-           "--lr-decay-epoch", "2,3", "--lr-decay", "0.1", "--epochs", "4", "--max-iterations-per-epoch", "1"]
-# By hand from the documented rule (docs/programs.md): lr x global batch / 8 = 0.16 x 2 / 8 = 0.04; over the first
-# iteration warmed up from 0.25 x it (iteration g of 1: 0.25 x (1 - g) + g); x 0.1 from epoch 2, again from epoch 3.
-# One iteration per epoch: step k is epoch k.
-EXPECTED_LR = [0.04 * 0.25,  # first step: the warmup's start
-               0.04,  # the warmup's end
-               0.004,  # after the first decay epoch
-               0.0004]  # after the second
+# The learning-rate run: 4 epochs of 2 iterations (4 images at h.SMALL px, a global batch of 2), the warmup 3 iterations
+# long, so that it spans an epoch's boundary and a rate set once an epoch would differ within an epoch; with the cheap
+# model of test_finetune.py (h.SMALL_MODEL: 8 RoIs sampled per image): the rule is the programs' one, shared by both
+# models.
+LR_ARGS = ["--short", str(h.SMALL), "--max-size", str(h.SMALL), "--lr", "0.16", "--lr-warmup", "3",
+           "--lr-warmup-factor", "0.25", "--lr-decay-epoch", "2,3", "--lr-decay", "0.1", "--epochs", "4"]
+# By hand from the documented rule (docs/programs.md): lr x global batch / 8 = 0.16 x 2 / 8 = 0.04; over the first 3
+# global iterations g warmed up from 0.25 x it (0.25 x (1 - g/3) + g/3: x 0.25, 0.5, 0.75); x 0.1 from epoch 2, again
+# from epoch 3. Two iterations an epoch: step k is epoch k // 2, iteration k % 2.
+EXPECTED_LR = [0.01, 0.02,  # epoch 0: the warmup's start, its second step
+               0.03, 0.04,  # epoch 1: its last step, then the warmup's end
+               0.004, 0.004,  # epoch 2: after the first decay epoch
+               0.0004, 0.0004]  # epoch 3: after the second
 
 
 @pytest.fixture(scope="module")
-def lr_layouts(two_images, tmp_path_factory):
-    return h.train_both_layouts("faster", tmp_path_factory.mktemp("lr"), two_images, LR_ARGS, 900,
-                                num_sample=8, rpn_train_post_nms=300)
+def four_images(tmp_path_factory, needs_mxnet):
+    out = tmp_path_factory.mktemp("four") / "coco"
+    synthetic_coco.write_coco(out, num_train=4, num_val=0, image_size=(h.SMALL, h.SMALL), seed=14)
+    return out
+
+
+@pytest.fixture(scope="module")
+def lr_layouts(four_images, tmp_path_factory):
+    return h.train_both_layouts("faster", tmp_path_factory.mktemp("lr"), four_images, LR_ARGS, 900, **h.SMALL_MODEL)
 
 
 def test_every_rank_updates_with_the_documented_learning_rate_at_every_step(lr_layouts):
     """What the optimizer used for each weight's update in each step (recorded_run.py wraps its update's lr lookup on
-    every rank), not the schedule's output nor the log: the first step, the warmup's end, after each decay epoch, for
-    1 rank x 2 images and 2 ranks x 1 image."""
+    every rank), not the schedule's output nor the log: each step of a warmup across an epoch's boundary, the warmup's
+    end, each step after each decay epoch, for 1 rank x 2 images and 2 ranks x 1 image."""
     one, two = lr_layouts
     for job, ranks in ((one, 1), (two, 2)):
         assert job.returncode == 0, job.explain()
