@@ -98,6 +98,6 @@ def make_datasets(model, train, val, gdata):
             per_column = [[row[k] for row in columns] for k in range(len(model.image_columns))]
             return (items, *per_column, ratios)
 
-    train_ds = Dataset(train, skip_empty=True)
+    train_ds = Dataset(train, skip_empty=True, **model.train_dataset_options())
     val_ds = Dataset(val, skip_empty=False) if val is not None else None
     return train_ds, val_ds

@@ -21,16 +21,14 @@ class MaskRcnn(FasterRcnn):
     class_rows = {**FasterRcnn.class_rows, "mask.mask": (0, 1)}  # the mask predictor: one mask per class
 
     def check_annotation(self, ann, annotation_file):
-        if ann.get("iscrowd", 0) != 1 and not isinstance(ann.get("segmentation"), list):
+        if not ann.get("iscrowd", 0) and not isinstance(ann.get("segmentation"), list):
             raise ProgramError(
                 f"annotation {ann.get('id')} (iscrowd=0) needs a polygon list 'segmentation' for Mask R-CNN in "
                 f"{annotation_file}")
 
-    def usable(self, ann, entry):
-        """GluonCV COCOInstance's rule: no crowd, exact box clipped to the image, area > 1, box area >= 4,
-        a polygon of at least 3 points."""
-        if ann.get("iscrowd", 0) == 1:
-            return False
+    def usable_box(self, ann, entry):
+        """GluonCV COCOInstance's rule (crowd objects aside: usable()): exact box clipped to the image, area > 1,
+        box area >= 4, a polygon of at least 3 points."""
         x, y, w, h = (float(v) for v in ann["bbox"])
         width, height = float(entry["width"]), float(entry["height"])
         area = float(ann.get("area", w * h))
@@ -41,6 +39,9 @@ class MaskRcnn(FasterRcnn):
 
     def dataset_base(self, gdata):
         return gdata.COCOInstance
+
+    def train_dataset_options(self):
+        return {}  # COCOInstance never keeps crowd objects
 
     def read_image(self, dataset, coco, entry):
         label, segm = dataset._check_load_bbox(coco, entry)
