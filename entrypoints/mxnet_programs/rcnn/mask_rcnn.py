@@ -119,9 +119,10 @@ class _MaskResults:
     def __init__(self, model, val_ds, output_data_dir, start):
         import numpy as np
         from gluoncv.data.transforms.mask import fill
+        from gluoncv.nn.bbox import BBoxClipToImage
         from gluoncv.utils.metrics.coco_instance import COCOInstanceMetric
 
-        self.np, self.fill = np, fill
+        self.np, self.fill, self.clipper = np, fill, BBoxClipToImage()
         self.metric = COCOInstanceMetric(val_ds, os.path.join(output_data_dir, f"{model.prog}_val"),
                                          use_time=False, cleanup=True, starting_id=start)
         self.metric.reset()
@@ -133,6 +134,7 @@ class _MaskResults:
     def add(self, net, x, sample):
         np = self.np
         ids, scores, bboxes, masks = net(x)
+        bboxes = self.clipper(bboxes, x)  # to the input, as GluonCV's script: the box scored, the mask pasted in it
         im_scale = float(sample[1][0].asnumpy()[2])  # input / original
         ids, scores = ids[0].asnumpy(), scores[0].asnumpy()
         bboxes, masks = bboxes[0].asnumpy(), masks[0].asnumpy()
