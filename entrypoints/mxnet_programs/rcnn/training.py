@@ -13,7 +13,7 @@ from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
+from mxnet_programs.rcnn import anchors, cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
@@ -61,6 +61,8 @@ class RcnnTraining:
         self.net_name = model.model_name(config.network, config.use_fpn)
         self.net = self.build_net()
         self.build_data()
+        anchors.check(mx, self.net, self.train_ds.image_sizes, self.val_ds.image_sizes if self.val_ds is not None else [],
+                      config.short, config.max_size)
         optimizer_params = {"learning_rate": self.base_lr, "wd": config.wd, "momentum": config.momentum}
         if config.amp:
             optimizer_params["multi_precision"] = True
