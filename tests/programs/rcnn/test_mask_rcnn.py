@@ -70,9 +70,9 @@ def device_batch(tmp_path_factory, needs_mxnet):
 
 
 def _gluoncv_mask_loss(step, net, outputs, gt_mask, cls_targets):
-    """GluonCV train_mask_rcnn.py's mask loss (dmlc/gluon-cv 0caa7665, ForwardBackwardTask): the sampled positive
-    RoIs' targets, then the device's loss x mask_targets.size / mask_masks.sum(): one normaliser over all the
-    device's images."""
+    """GluonCV train_mask_rcnn.py's mask loss (dmlc/gluon-cv 1ff5446, ForwardBackwardTask in
+    gluoncv/model_zoo/rcnn/mask_rcnn/data_parallel.py): the sampled positive RoIs' targets, then the device's loss x
+    mask_targets.size / mask_masks.sum(): one normaliser over all the device's images."""
     nd = step.mx.nd
     mask_pred, roi, matches, indices = outputs
 
