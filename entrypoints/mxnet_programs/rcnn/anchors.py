@@ -38,7 +38,11 @@ def anchor_count(mx, net, width, height):
     _, shapes, _ = mx.sym.Group(features).infer_shape(data=(1, 3, height, width))
     generators = net.rpn.anchor_generator
     generators = list(generators) if isinstance(generators, mx.gluon.nn.HybridSequential) else [generators]
-    return sum(g(mx.nd.zeros((1, 1, *shape[2:]))).shape[1] for g, shape in zip(generators, shapes))
+    counts = []
+    for generator, shape in zip(generators, shapes):
+        device = next(iter(generator.collect_params().values())).list_ctx()[0]  # where its anchors are (a GPU's)
+        counts.append(generator(mx.nd.zeros((1, 1, *shape[2:]), ctx=device)).shape[1])
+    return sum(counts)
 
 
 def fewest(mx, net, image_sizes, short, max_size):

@@ -89,3 +89,14 @@ def test_too_small_inputs_stop_the_job_naming_the_settings(nets, name):
         anchors.check(mx, net, train, val, (200, 256), 400)
     finally:
         net.rpn._test_post_nms = kept
+
+
+def test_anchors_are_counted_where_the_network_lives():
+    """A GPU rank's network holds its anchors on its GPU: counted there. cpu(1) stands in for it (Gluon refuses an
+    input on another device than the parameters)."""
+    import mxnet as mx
+    from gluoncv import model_zoo
+
+    net = model_zoo.get_model("faster_rcnn_resnet50_v1b_coco", pretrained=False, pretrained_base=False)
+    net.initialize(ctx=mx.cpu(1))
+    assert anchors.anchor_count(mx, net, 200, 160) == c4_anchors(200, 160)
