@@ -53,8 +53,9 @@ CROWD_IMAGE, MIXED_IMAGE = 2, 1  # the coco fixture's image 2 has 2 objects, ima
 
 
 def _with_crowds(coco, tmp_path):
-    """The coco fixture with image 2's objects all crowds (one as COCO's RLE, one as a polygon) and image 1's first
-    object a crowd polygon: {image id: the boxes [x, y, w, h] of its non-crowd objects}, and the crowd boxes."""
+    """The coco fixture with image 2's objects all crowds (one as COCO's RLE, one as a polygon), image 1's first
+    object a crowd polygon and the val file's first object a crowd: {train image id: the boxes [x, y, w, h] of its
+    non-crowd objects}, the train crowd boxes, the train annotation count."""
     data = h.copy_coco(coco, tmp_path / "crowds")
 
     def mark(d):
@@ -68,6 +69,7 @@ def _with_crowds(coco, tmp_path):
         height, width = sizes[CROWD_IMAGE]
         rle["segmentation"] = {"size": [height, width], "counts": [width * 10, width * 5, width * (height - 15)]}
     h.edit_annotations(data, "train2017", mark)
+    h.edit_annotations(data, "val2017", lambda d: d["annotations"][0].update(iscrowd=1))
     anns = json.loads((data / "annotations" / "instances_train2017.json").read_text())["annotations"]
     kept = {}
     for ann in anns:
@@ -90,8 +92,10 @@ def test_crowd_objects_never_train_and_an_image_of_crowds_alone_is_skipped(coco,
     train, val = inputs.load_inputs(model, _args(channel))
     assert train.usable_images == 7
     assert f"(8 images, 7 with usable objects, {num_anns} annotations)" in train.describe()
-    train_ds, _ = data.make_datasets(model, train, val, gdata)
+    train_ds, val_ds = data.make_datasets(model, train, val, gdata)
     assert len(train_ds) == 7
+    # validation: pycocotools scores against the whole file, crowds included (COCOeval's own crowd rule)
+    assert [a["iscrowd"] for a in val_ds.coco.dataset["annotations"]][0] == 1
     inclusive = 1.0 if model is FASTER else 0.0  # COCODetection's x2 = x + w - 1, COCOInstance's x2 = x + w
 
     def corners(boxes):
