@@ -30,6 +30,10 @@ once, exit 2, ``channel 'data' is incomplete: missing <path>``. ``train`` and ``
     the train file's categories in its order (class i is its i-th category: classes.json in the model dir says so).
     The val file must list the same ids and names (in any order), else exit 2 naming both files.
   * Every referenced image must exist; this is checked up front, as is a non-empty train set.
+  * Crowd objects (``iscrowd`` 1) never train, and an image of crowds alone is left out of training (GluonCV's
+    train_faster_rcnn.py: COCODetection(use_crowd=False)); validation scores with pycocotools' own crowd rule.
+  * Images too small for the RPN (fewer anchors at ``--short``/``--max-size`` than the 2000 proposals it keeps in
+    training, or ``--rpn-test-post-nms`` in validation) stop the job at start (exit 2) naming what to change.
   * Where several ranks share a host, local rank 0 reads and checks the annotations (and the images'
     existence) once for its host and the other ranks load its result: one read of each annotation file per
     host, not per rank. The images are read lazily, each by the rank that trains or validates on it, so a

@@ -71,11 +71,16 @@ def build_parser(model):
     g.add_argument("--lr-decay-epoch", type=_epoch_list, default="17,23",
                    help="comma list of epoch indexes (from 0) at which the lr is multiplied by --lr-decay")
     g.add_argument("--lr-decay", type=hp.non_negative_float, default=0.1, help="lr decay factor")
-    g.add_argument("--wd", type=hp.non_negative_float, default=1e-4, help="weight decay (not on biases)")
+    g.add_argument("--wd", type=hp.non_negative_float, default=1e-4,
+                   help="weight decay (on biases too with --bias-decay)")
+    g.add_argument("--bias-decay", type=hp.str2bool, default=False,
+                   help="weight decay on the biases as well (GluonCV's train_faster_rcnn.py, and the 2018 scripts "
+                        "behind its published COCO results, decay them; its train_mask_rcnn.py does not)")
     g.add_argument("--momentum", type=hp.non_negative_float, default=0.9, help="SGD momentum")
     g.add_argument("--seed", type=int, default=233, help="random seed (same on all ranks)")
     g.add_argument("--amp", type=hp.str2bool, default=False,
-                   help="mixed precision with mxnet.contrib.amp (GPU only)")
+                   help="mixed precision as GluonCV's --amp: mxnet.contrib.amp, and the network's parameters in "
+                        "float16 but BatchNorm's and the box encoder's (GPU only)")
     g.add_argument("--max-iterations-per-epoch", type=hp.non_negative_int, default=0,
                    help="cap on iterations per epoch, for smoke tests and benchmarks (0: the whole shard)")
     g.add_argument("--num-workers", type=hp.non_negative_int, default=None,

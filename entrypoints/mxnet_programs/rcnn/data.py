@@ -76,6 +76,7 @@ def make_datasets(model, train, val, gdata):
         def __init__(self, channel, **kwargs):
             self._channel = channel
             self._prebuilt_coco = coco_from(channel)
+            self.image_sizes = []  # (width, height) of each image kept, in the dataset's order
             super().__init__(root=channel.directory, splits=[f"instances_{channel.split}"], **kwargs)
 
         @property
@@ -95,9 +96,10 @@ def make_datasets(model, train, val, gdata):
                 items.append(os.path.join(self._channel.image_dir, entry["file_name"]))
                 columns.append(row)
                 ratios.append(float(entry["width"]) / entry["height"])
+                self.image_sizes.append((entry["width"], entry["height"]))
             per_column = [[row[k] for row in columns] for k in range(len(model.image_columns))]
             return (items, *per_column, ratios)
 
-    train_ds = Dataset(train, skip_empty=True)
+    train_ds = Dataset(train, skip_empty=True, **model.train_dataset_options())
     val_ds = Dataset(val, skip_empty=False) if val is not None else None
     return train_ds, val_ds

@@ -77,6 +77,11 @@ class FasterRcnn:
         """Raises ProgramError for an annotation this model cannot train on (none for boxes)."""
 
     def usable(self, ann, entry):
+        """Whether the object trains the network: never a crowd object (the rule of GluonCV's COCOInstance and of
+        train_faster_rcnn.py's COCODetection(use_crowd=False)), else the model's box rule."""
+        return not ann.get("iscrowd", 0) and self.usable_box(ann, entry)
+
+    def usable_box(self, ann, entry):
         """GluonCV COCODetection's rule for keeping an object: legacy inclusive corners (x2 = x + w - 1)
         clipped to [0, size - 1], positive area and box."""
         x, y, w, h = (float(v) for v in ann["bbox"])
@@ -91,6 +96,11 @@ class FasterRcnn:
 
     def dataset_base(self, gdata):
         return gdata.COCODetection
+
+    def train_dataset_options(self):
+        """GluonCV's dataset options for the train set beyond skip_empty: COCODetection keeps crowd objects unless
+        told (train_faster_rcnn.py builds it with use_crowd=False)."""
+        return {"use_crowd": False}
 
     def read_image(self, dataset, coco, entry):
         """The image's `image_columns` as GluonCV's dataset reads them, or None to skip the image."""

@@ -5,32 +5,37 @@ library only and self-contained. What a launch module may declare, each optional
 (LaunchRules) and in docs/launcher.md.
 """
 
-# The GPU memory and engine settings the R-CNN blog and GluonCV's Horovod scripts tuned for V100s.
-# First-step costs on GPUs (not measured: no GPU here):
+# The GPU memory and engine settings GluonCV's R-CNN scripts set on import (train_faster_rcnn.py and train_mask_rcnn.py
+# at dmlc/gluon-cv 1ff5446, tuned for V100s), each program its own script's. First-step costs on GPUs (not measured:
+# no GPU here):
 #   * MXNET_CUDNN_AUTOTUNE_DEFAULT=0: cuDNN autotuning benchmarks every convolution's algorithms the first time it
 #     sees an input shape, and MXNet caches the choice per shape in the process only. R-CNN's input shape is each
 #     image's resized size (aspect ratios vary, --short may be a range), so autotuning would run again on nearly
 #     every new image all through training, not once; MXNet's heuristic choice is kept instead.
-#   * MXNet's pointwise fusion (MXNET_USE_FUSION, on by default) compiles each fused kernel with NVRTC once per
-#     process (kept in memory) and the driver JIT-compiles its PTX into CUDA's JIT cache (~/.nv/ComputeCache, shared
-#     by the host's ranks): nothing to set per program. The launcher keeps that cache across warm-pool jobs
-#     (CUDA_CACHE_PATH, plan/env_rules.py's warm_pool_cache, next to MXNET_HOME).
+#   * MXNET_USE_FUSION=0 (Mask R-CNN only, as its script since GluonCV 0.9; no reason given there, and no GPU here to
+#     measure it): MXNet's pointwise fusion, on by default, compiles each fused kernel with NVRTC once per process and
+#     the driver JIT-compiles its PTX into CUDA's JIT cache (~/.nv/ComputeCache, kept across warm-pool jobs by the
+#     launcher: plan/env_rules.py's warm_pool_cache). Faster R-CNN keeps it on, as its script does.
 _GPU_MXNET = (
     ("MXNET_GPU_MEM_POOL_TYPE", "Round"),
-    ("MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "28"),
     ("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD", "999"),
     ("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD", "25"),
     ("MXNET_GPU_COPY_NTHREADS", "1"),
     ("MXNET_OPTIMIZER_AGGREGATION_SIZE", "54"),
     ("MXNET_CUDNN_AUTOTUNE_DEFAULT", "0"),
 )
+_PROGRAM_GPU_MXNET = {
+    "faster_rcnn": (("MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "26"),),
+    "mask_rcnn": (("MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "28"), ("MXNET_USE_FUSION", "0")),
+}
 
 
 def environment(program, gpu_count):
     """(variable, value, why) defaults for every rank of `program` on a host with `gpu_count` GPUs."""
     if not gpu_count:
         return []
-    return [(name, value, f"tuned for {program} on GPUs") for name, value in _GPU_MXNET]
+    why = f"GluonCV's train_{program}.py on GPUs"
+    return [(name, value, why) for name, value in _GPU_MXNET + _PROGRAM_GPU_MXNET.get(program, ())]
 
 
 # `horovod=false` is the non-Horovod baseline: one process per host over all of its devices with MXNet's

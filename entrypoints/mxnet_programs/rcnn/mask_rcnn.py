@@ -21,16 +21,14 @@ class MaskRcnn(FasterRcnn):
     class_rows = {**FasterRcnn.class_rows, "mask.mask": (0, 1)}  # the mask predictor: one mask per class
 
     def check_annotation(self, ann, annotation_file):
-        if ann.get("iscrowd", 0) != 1 and not isinstance(ann.get("segmentation"), list):
+        if not ann.get("iscrowd", 0) and not isinstance(ann.get("segmentation"), list):
             raise ProgramError(
                 f"annotation {ann.get('id')} (iscrowd=0) needs a polygon list 'segmentation' for Mask R-CNN in "
                 f"{annotation_file}")
 
-    def usable(self, ann, entry):
-        """GluonCV COCOInstance's rule: no crowd, exact box clipped to the image, area > 1, box area >= 4,
-        a polygon of at least 3 points."""
-        if ann.get("iscrowd", 0) == 1:
-            return False
+    def usable_box(self, ann, entry):
+        """GluonCV COCOInstance's rule (crowd objects aside: usable()): exact box clipped to the image, area > 1,
+        box area >= 4, a polygon of at least 3 points."""
         x, y, w, h = (float(v) for v in ann["bbox"])
         width, height = float(entry["width"]), float(entry["height"])
         area = float(ann.get("area", w * h))
@@ -41,6 +39,9 @@ class MaskRcnn(FasterRcnn):
 
     def dataset_base(self, gdata):
         return gdata.COCOInstance
+
+    def train_dataset_options(self):
+        return {}  # COCOInstance never keeps crowd objects
 
     def read_image(self, dataset, coco, entry):
         label, segm = dataset._check_load_bbox(coco, entry)
@@ -118,9 +119,10 @@ class _MaskResults:
     def __init__(self, model, val_ds, output_data_dir, start):
         import numpy as np
         from gluoncv.data.transforms.mask import fill
+        from gluoncv.nn.bbox import BBoxClipToImage
         from gluoncv.utils.metrics.coco_instance import COCOInstanceMetric
 
-        self.np, self.fill = np, fill
+        self.np, self.fill, self.clipper = np, fill, BBoxClipToImage()
         self.metric = COCOInstanceMetric(val_ds, os.path.join(output_data_dir, f"{model.prog}_val"),
                                          use_time=False, cleanup=True, starting_id=start)
         self.metric.reset()
@@ -132,6 +134,7 @@ class _MaskResults:
     def add(self, net, x, sample):
         np = self.np
         ids, scores, bboxes, masks = net(x)
+        bboxes = self.clipper(bboxes, x)  # to the input, as GluonCV's script: the box scored, the mask pasted in it
         im_scale = float(sample[1][0].asnumpy()[2])  # input / original
         ids, scores = ids[0].asnumpy(), scores[0].asnumpy()
         bboxes, masks = bboxes[0].asnumpy(), masks[0].asnumpy()

@@ -13,7 +13,8 @@ from mxnet_programs import host_once
 from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
-from mxnet_programs.rcnn import cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
+from mxnet_programs.rcnn import anchors, cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
+from mxnet_programs.rcnn.parameters import cast_to_float16, decay_biases
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
 from mxnet_programs.session import Session, start_position
@@ -61,6 +62,8 @@ class RcnnTraining:
         self.net_name = model.model_name(config.network, config.use_fpn)
         self.net = self.build_net()
         self.build_data()
+        anchors.check(mx, self.net, self.train_ds.image_sizes, self.val_ds.image_sizes if self.val_ds is not None else [],
+                      config.short, config.max_size)
         optimizer_params = {"learning_rate": self.base_lr, "wd": config.wd, "momentum": config.momentum}
         if config.amp:
             optimizer_params["multi_precision"] = True
@@ -112,10 +115,11 @@ class RcnnTraining:
             net.reset_class(self.classes)
         net.collect_params().reset_ctx(self.ctx)
         self.materialize(net)
+        if config.amp:
+            cast_to_float16(net)  # after the float32 forward that gave every parameter its shape
         net.collect_params().setattr("grad_req", "null")
         net.collect_train_params().setattr("grad_req", "write")
-        for param in net.collect_params(".*bias").values():
-            param.wd_mult = 0.0
+        decay_biases(net, config.bias_decay)
         return net
 
     def materialize(self, net):
@@ -200,6 +204,7 @@ class RcnnTraining:
               f"max_size={config.max_size} pretrained_base={self.pretrained_path or False} "
               f"static_alloc={config.static_alloc} "
               f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'} "
+              f"bias_decay={config.bias_decay} amp={config.amp} "
               f"loader_workers={config.num_workers}")
         s.log(self.train_data.describe())
         s.log(f"{model.prog}: {inputs.describe_classes(self.train_data)}")

@@ -13,7 +13,7 @@ BOX = {"bbox": [10, 10, 20, 20], "area": 400, "iscrowd": 0, "segmentation": [[10
 
 def test_usable_objects_follow_cocodetection():
     assert FASTER.usable(BOX, ENTRY)
-    assert FASTER.usable(dict(BOX, iscrowd=1), ENTRY)  # crowd boxes count for detection
+    assert not FASTER.usable(dict(BOX, iscrowd=1), ENTRY)  # as train_faster_rcnn.py's use_crowd=False
     assert not FASTER.usable(dict(BOX, bbox=[10, 10, 1, 20]), ENTRY)  # legacy x2 = x + w - 1
     assert not FASTER.usable(dict(BOX, area=0), ENTRY)
 

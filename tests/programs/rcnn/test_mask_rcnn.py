@@ -1,6 +1,7 @@
 """mask_rcnn: what the mask model adds to the box model's input rules (GluonCV's COCOInstance), and its mask loss's
 per-image normaliser against GluonCV's on one real batch."""
 
+import json
 import types
 
 import pytest
@@ -69,9 +70,9 @@ def device_batch(tmp_path_factory, needs_mxnet):
 
 
 def _gluoncv_mask_loss(step, net, outputs, gt_mask, cls_targets):
-    """GluonCV train_mask_rcnn.py's mask loss (dmlc/gluon-cv 0caa7665, ForwardBackwardTask): the sampled positive
-    RoIs' targets, then the device's loss x mask_targets.size / mask_masks.sum(): one normaliser over all the
-    device's images."""
+    """GluonCV train_mask_rcnn.py's mask loss (dmlc/gluon-cv 1ff5446, ForwardBackwardTask in
+    gluoncv/model_zoo/rcnn/mask_rcnn/data_parallel.py): the sampled positive RoIs' targets, then the device's loss x
+    mask_targets.size / mask_masks.sum(): one normaliser over all the device's images."""
     nd = step.mx.nd
     mask_pred, roi, matches, indices = outputs
 
@@ -122,3 +123,74 @@ def test_mask_loss_per_image_normaliser_differs_from_gluoncvs_by_the_documented_
         ours_one = float(MASK.extra_losses(step, one_image_net, *one)[0].asscalar())
         gluoncv_one = _gluoncv_mask_loss(step, one_image_net, *one)[0]
         assert ours_one == pytest.approx(gluoncv_one, rel=1e-6) and ours_one == pytest.approx(s[i] / m[i], rel=1e-5)
+
+
+# ---- validation: a box over the image's edge is clipped to it before it is scored and its mask pasted
+
+EDGE_IMAGE = (200, 160)  # width, height; the input is twice as large
+MASK_COLUMNS = 21  # of 28: the detection's mask covers the left three quarters of its box
+
+
+def _edge_data(root):
+    """A channel with one 200 x 160 image (its pixels are never read) whose one object's box is [0, 20, 200, 120]
+    (x, y, w, h) and whose polygon covers its left three quarters, x 0-150."""
+    width, height = EDGE_IMAGE
+    image = {"id": 1, "file_name": "1.jpg", "width": width, "height": height}
+    polygon = [0, 20, 150, 20, 150, 140, 0, 140]
+    ann = {"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 20, 200, 120], "area": 150 * 120, "iscrowd": 0,
+           "segmentation": [polygon]}
+    gt = {"images": [image], "annotations": [ann], "categories": [{"id": 1, "name": "plate"}]}
+    for split in ("train2017", "val2017"):
+        (root / split).mkdir(parents=True)
+        (root / split / "1.jpg").write_bytes(b"")
+    (root / "annotations").mkdir()
+    for split in ("train2017", "val2017"):
+        (root / "annotations" / f"instances_{split}.json").write_text(json.dumps(gt))
+    return gt, polygon
+
+
+def _cocoeval(gt, results, iou_type):
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    coco = COCO()
+    coco.dataset = gt
+    coco.createIndex()
+    evaluation = COCOeval(coco, coco.loadRes(results), iou_type)
+    evaluation.evaluate()
+    evaluation.accumulate()
+    evaluation.summarize()
+    return float(evaluation.stats[0])
+
+
+def test_validation_clips_a_box_over_the_image_edge_before_scoring_it_and_pasting_its_mask(tmp_path, needs_mxnet):
+    """The network answers, in the input's pixels (twice the image's), a box from x -200 to 400 of the 400 px input,
+    its mask the box's left three quarters. Clipped to the input (GluonCV's BBoxClipToImage, as its
+    train_mask_rcnn.py does) it is the object's box, its mask pasted in the clipped box the object's polygon: the
+    answer is COCOeval's for that box and the polygon rasterized by pycocotools, written here. Unclipped, the box's
+    IoU is 2/3 and the mask's 5/6 (bbox AP 0.4, segm AP 0.7)."""
+    import mxnet as mx
+    from gluoncv import data as gdata
+    from mxnet_programs.rcnn import data, inputs
+    from pycocotools import mask as mask_utils
+
+    from programs.rcnn.test_inputs import _args
+
+    gt, polygon = _edge_data(tmp_path / "coco")
+    train, val = inputs.load_inputs(MASK, _args(tmp_path / "coco"))
+    _, val_ds = data.make_datasets(MASK, train, val, gdata)
+    width, height = EDGE_IMAGE
+    x = mx.nd.zeros((1, 3, 2 * height, 2 * width))
+    mask = mx.nd.zeros((1, 1, 28, 28))
+    mask[:, :, :, :MASK_COLUMNS] = 1
+
+    def net(_):
+        return mx.nd.array([[[0]]]), mx.nd.array([[[0.9]]]), mx.nd.array([[[-200, 40, 400, 280]]]), mask
+    collector = MASK.val_collector(val_ds, str(tmp_path), 0)
+    collector.add(net, x, (x, mx.nd.array([[2 * height, 2 * width, 2.0]])))
+    ours, _ = MASK.score(val_ds, [collector.results()], str(tmp_path / "results"), lambda *_: None)
+    rle = mask_utils.merge(mask_utils.frPyObjects([polygon], height, width))
+    result = {"image_id": 1, "category_id": 1, "score": 0.9, "bbox": [0, 20, 200, 120],
+              "segmentation": dict(rle, counts=rle["counts"].decode("ascii"))}
+    expected = {f"val_{t}_map": _cocoeval(gt, [result], t) for t in ("bbox", "segm")}
+    assert ours == pytest.approx(expected, abs=1e-12)

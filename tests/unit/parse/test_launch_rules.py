@@ -39,15 +39,27 @@ def test_every_builtin_program_declares_its_kvstore(program):
     assert "local kvstore" in rules.single_process_when["kvstore"]["local"]
 
 
+# What GluonCV's scripts set on import, read in dmlc/gluon-cv at 1ff5446 (scripts/detection/faster_rcnn/
+# train_faster_rcnn.py lines 6-12, scripts/instance/mask_rcnn/train_mask_rcnn.py lines 6-13).
+GLUONCV_ENVIRONMENT = {
+    "faster_rcnn": {"MXNET_CUDNN_AUTOTUNE_DEFAULT": "0", "MXNET_GPU_MEM_POOL_TYPE": "Round",
+                    "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF": "26", "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD": "999",
+                    "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD": "25", "MXNET_GPU_COPY_NTHREADS": "1",
+                    "MXNET_OPTIMIZER_AGGREGATION_SIZE": "54"},
+    "mask_rcnn": {"MXNET_CUDNN_AUTOTUNE_DEFAULT": "0", "MXNET_GPU_MEM_POOL_TYPE": "Round",
+                  "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF": "28", "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD": "999",
+                  "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD": "25", "MXNET_GPU_COPY_NTHREADS": "1",
+                  "MXNET_OPTIMIZER_AGGREGATION_SIZE": "54", "MXNET_USE_FUSION": "0"},
+}
+
+
 @pytest.mark.parametrize("program", ["faster_rcnn", "mask_rcnn"])
 def test_rcnn_launch_rules(program):
     rules = load_launch_rules(program, str(ENTRYPOINTS))
     gpu = rules.environment(program, 8)
-    assert ("MXNET_GPU_MEM_POOL_TYPE", "Round", f"tuned for {program} on GPUs") in gpu
-    assert {name for name, _, _ in gpu} == {
-        "MXNET_GPU_MEM_POOL_TYPE", "MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF", "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_FWD",
-        "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN_BWD", "MXNET_GPU_COPY_NTHREADS", "MXNET_OPTIMIZER_AGGREGATION_SIZE",
-        "MXNET_CUDNN_AUTOTUNE_DEFAULT"}
+    assert {name: value for name, value, _ in gpu} == GLUONCV_ENVIRONMENT[program]
+    assert len(gpu) == len(GLUONCV_ENVIRONMENT[program])
+    assert {why for _, _, why in gpu} == {f"GluonCV's train_{program}.py on GPUs"}
     assert rules.environment(program, 0) == []  # CPU hosts keep MXNet's defaults
     assert dict(rules.single_process_when_false) == {"horovod": "one process over all devices with MXNet's kvstore"}
     argument, default = rules.loader_workers

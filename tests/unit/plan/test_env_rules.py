@@ -100,7 +100,7 @@ def test_warm_pool_cache_keeps_cudas_jit_cache_on_gpu_hosts():
 def test_program_environment_comes_from_the_programs_launch_module():
     rcnn = program_environment(job(facts=GPU8, sagemaker_program="faster_rcnn"))
     assert settings(rcnn)["MXNET_GPU_MEM_POOL_TYPE"] == "Round" and len(rcnn) == 7
-    assert {effect.why for effect in rcnn} == {"tuned for faster_rcnn on GPUs"}
+    assert {effect.why for effect in rcnn} == {"GluonCV's train_faster_rcnn.py on GPUs"}
     assert program_environment(job(sagemaker_program="mask_rcnn")) == []  # CPU host
     assert program_environment(job(facts=GPU8)) == []  # mnist: no launch module
 

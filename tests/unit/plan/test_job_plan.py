@@ -172,7 +172,8 @@ def test_rcnn_gpu_defaults_from_its_launch_module_only_on_gpu_and_user_wins():
     assert p.env["MXNET_GPU_MEM_POOL_TYPE"] == "Round"
     assert p.env["MXNET_GPU_COPY_NTHREADS"] == "1"
     assert "MXNET_CUDNN_AUTOTUNE_DEFAULT" not in p.env
-    assert "MXNET_GPU_MEM_POOL_TYPE=Round (tuned for mask_rcnn on GPUs)" in p.notes
+    assert "MXNET_GPU_MEM_POOL_TYPE=Round (GluonCV's train_mask_rcnn.py on GPUs)" in p.notes
+    assert p.env["MXNET_USE_FUSION"] == "0" and p.env["MXNET_GPU_MEM_POOL_ROUND_LINEAR_CUTOFF"] == "28"
     assert "MXNET_GPU_MEM_POOL_TYPE" not in plan(rcnn_config()).env
     assert "MXNET_GPU_MEM_POOL_TYPE" not in plan(config(), facts=GPU8).env  # mnist has no launch module
 
