@@ -5,6 +5,7 @@ the same weights: the first iterations' loss terms, the validation mAP of the sa
     python3 -m benchmarks.gluoncv_side_by_side --gluoncv GLUONCV_CHECKOUT [--image sagemaker-mxnet-horovod:cpu]
         [--models faster mask] [--iterations 4] [--short 256] [--max-size 320] [--train 8] [--val 8]
         [--speed-iterations 6] [--speed-short 800] [--speed-max-size 1333] [--no-explain]
+        [--ours-variant NAME:ARGS ...] [--workdir DIR]
 
 GLUONCV_CHECKOUT is a git checkout of dmlc/gluon-cv (its scripts are not in the wheel; the page names the commit
 compared): mounted read-only, never edited. Every run is one `docker run` of the image, one process (one rank, the
@@ -14,12 +15,13 @@ synth-data's COCO plus crowd objects and boxes at the image edge (edge_objects.p
 model, loaded by GluonCV's `--resume` and the program's `finetune-from`. Per model:
   loss   --iterations iterations at --short/--max-size with each side's defaults (batch 1, lr 0.00125 per image,
          warmup 1000 from 1/3, wd 1e-4, momentum 0.9), loader in-process: the loss terms side by side; then
-         GluonCV again with SBS_EXPLAIN (what the programs do differently: Faster `crowd,bias-wd-off`), unless
-         --no-explain
+         GluonCV again with SBS_EXPLAIN (what the programs do differently: Faster `crowd,bias-wd-off,inline`, Mask
+         `inline`), unless --no-explain
   val    one iteration without the optimizer step, then each side's validation of the file's weights: COCOeval's
          12 stats, bbox (and segm), full precision; Mask again with GluonCV's box clipping off (`no-clip`)
   speed  --speed-iterations iterations at --speed-short (the defaults: 800, 1333), each side's default loader
-         workers: training images/s over iterations 2..N; validation images/s from the val runs
+         workers: training images/s over iterations 2..N, peak RSS; validation images/s from the val runs;
+         --ours-variant: the programs again with other arguments, against the same GluonCV run
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ SCRIPTS = {"faster": "scripts/detection/faster_rcnn/train_faster_rcnn.py",
            "mask": "scripts/instance/mask_rcnn/train_mask_rcnn.py"}
 TERMS = {"faster": ["rpn_cls", "rpn_box", "rcnn_cls", "rcnn_box"],
          "mask": ["rpn_cls", "rpn_box", "rcnn_cls", "rcnn_box", "mask"]}
-EXPLAIN = {"faster": "crowd,bias-wd-off", "mask": ""}
+EXPLAIN = {"faster": "crowd,bias-wd-off,inline", "mask": "inline"}
 VAL_EXPLAIN = {"faster": "", "mask": "no-clip"}
 STATS = ["AP", "AP50", "AP75", "AP_small", "AP_medium", "AP_large", "AR1", "AR10", "AR100", "AR_small",
          "AR_medium", "AR_large"]
@@ -148,8 +150,8 @@ class Runs:
         print(f"  {name}: {time.time() - start:.0f} s, load {before}", flush=True)
         return read_record(record.read_text()) if record.exists() else []
 
-    def gluoncv(self, model, name, steps, short, max_size, workers, validate, explain="", no_step=False):
-        env = {"HOME": "/work/home", "SBS_STEPS": str(steps), "SBS_EXPLAIN": explain}
+    def gluoncv(self, model, name, steps, short, max_size, workers, validate, explain="", no_step=False, reseed=""):
+        env = {"HOME": "/work/home", "SBS_STEPS": str(steps), "SBS_EXPLAIN": explain, "SBS_RESEED": reseed}
         if short:
             env.update(SBS_SHORT=str(short), SBS_MAX_SIZE=str(max_size))
         if no_step:
@@ -162,9 +164,9 @@ class Runs:
             argv += ["--batch-size", "1"]  # its default is 8 (a global batch over 8 GPUs); Faster's is 1
         return self.docker(argv, env, name)
 
-    def ours(self, model, name, steps, short, max_size, workers, validate, no_step=False):
+    def ours(self, model, name, steps, short, max_size, workers, validate, no_step=False, extra=(), reseed=""):
         data = "/work/coco" if validate else "/work/coco-train"
-        env = {"SM_CHANNEL_TRAIN": data, "SM_CHANNELS": '["train"]', "SM_MODEL_DIR": f"/work/runs/{name}/model",
+        env = {"SBS_RESEED": reseed, "SM_CHANNEL_TRAIN": data, "SM_CHANNELS": '["train"]', "SM_MODEL_DIR": f"/work/runs/{name}/model",
                "SM_CHECKPOINT_DIR": f"/work/runs/{name}/checkpoints", "SM_OUTPUT_DATA_DIR": f"/work/runs/{name}/out"}
         if no_step:
             env["SBS_NO_STEP"] = "1"
@@ -172,7 +174,7 @@ class Runs:
                 "--max-iterations-per-epoch", str(steps), "--log-interval", "1", "--tensorboard", "false",
                 "--resume", "false", "--save-interval", "0"]
         argv += ["--short", str(short), "--max-size", str(max_size)] if short else []
-        argv += [] if workers is None else ["--num-workers", str(workers)]
+        argv += ([] if workers is None else ["--num-workers", str(workers)]) + list(extra)
         return self.docker(argv, env, name)
 
 
@@ -201,6 +203,36 @@ def fmt(value):
     return "-" if value is None else f"{value:.4f}"
 
 
+def compare_model(runs, args, model):
+    """One model's loss, validation and speed runs; prints the first two, returns the speed runs by label."""
+    n, s, m = args.iterations, args.short, args.max_size
+    ours = runs.ours(model, f"ours-{model}-loss", n, s, m, 0, False)
+    theirs = runs.gluoncv(model, f"gluoncv-{model}-loss", n, s, m, 0, False)
+    print_losses(model, "script", ours, theirs)
+    if EXPLAIN[model] and not args.no_explain:
+        explained = runs.gluoncv(model, f"gluoncv-{model}-loss-explained", n, s, m, 0, False, EXPLAIN[model])
+        print_losses(model, f"script with SBS_EXPLAIN={EXPLAIN[model]}", ours, explained)
+    ours_val = runs.ours(model, f"ours-{model}-val", 1, s, m, 0, True, no_step=True)
+    theirs_val = runs.gluoncv(model, f"gluoncv-{model}-val", 1, s, m, 0, True, no_step=True)
+    print_stats(model, "script", ours_val, theirs_val)
+    if VAL_EXPLAIN[model] and not args.no_explain:
+        explained = runs.gluoncv(model, f"gluoncv-{model}-val-explained", 1, s, m, 0, True,
+                                 VAL_EXPLAIN[model], no_step=True)
+        print_stats(model, f"script with SBS_EXPLAIN={VAL_EXPLAIN[model]}", ours_val, explained)
+    speed = {f"validation, short {s}": (ours_val, theirs_val, val_rate)}
+    if args.speed_iterations:
+        k, s, m = args.speed_iterations, args.speed_short, args.speed_max_size
+        speed[f"training, short {s}, defaults"] = (runs.ours(model, f"ours-{model}-speed", k, s, m, None, False),
+                                                   runs.gluoncv(model, f"gluoncv-{model}-speed", k, s, m,
+                                                                None, False), train_rate)
+        for variant in args.ours_variant:
+            label, _, extra = variant.partition(":")
+            speed[f"training, short {s}, ours with {extra}"] = (
+                runs.ours(model, f"ours-{model}-speed-{label}", k, s, m, None, False, extra=extra.split()),
+                speed[f"training, short {s}, defaults"][1], train_rate)
+    return speed
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gluoncv", type=Path, required=True, help="a git checkout of dmlc/gluon-cv")
@@ -215,6 +247,9 @@ def main():
     parser.add_argument("--speed-short", type=int, default=800)
     parser.add_argument("--speed-max-size", type=int, default=1333)
     parser.add_argument("--no-explain", action="store_true", help="no runs with SBS_EXPLAIN")
+    parser.add_argument("--ours-variant", action="append", default=[], metavar="NAME:ARGS",
+                        help="a further speed run of the programs with these arguments, e.g. "
+                             "'static-alloc:--static-alloc true' (repeatable)")
     parser.add_argument("--workdir", type=Path, help="keep the data, records and logs here [a temporary dir]")
     args = parser.parse_args()
     args.gluoncv = args.gluoncv.resolve()
@@ -229,29 +264,7 @@ def main():
         runs = Runs(args, work)
         print(f"GluonCV checkout {args.gluoncv} at {commit}; image {args.image}; work dir {work}; load {load()}")
         runs.docker(["prepare", "/work", "--train", str(args.train), "--val", str(args.val)], {}, "prepare")
-        speeds = {}
-        for model in args.models:
-            n, s, m = args.iterations, args.short, args.max_size
-            ours = runs.ours(model, f"ours-{model}-loss", n, s, m, 0, False)
-            theirs = runs.gluoncv(model, f"gluoncv-{model}-loss", n, s, m, 0, False)
-            print_losses(model, "script", ours, theirs)
-            if EXPLAIN[model] and not args.no_explain:
-                explained = runs.gluoncv(model, f"gluoncv-{model}-loss-explained", n, s, m, 0, False, EXPLAIN[model])
-                print_losses(model, f"script with SBS_EXPLAIN={EXPLAIN[model]}", ours, explained)
-            ours_val = runs.ours(model, f"ours-{model}-val", 1, s, m, 0, True, no_step=True)
-            theirs_val = runs.gluoncv(model, f"gluoncv-{model}-val", 1, s, m, 0, True, no_step=True)
-            print_stats(model, "script", ours_val, theirs_val)
-            if VAL_EXPLAIN[model] and not args.no_explain:
-                explained = runs.gluoncv(model, f"gluoncv-{model}-val-explained", 1, s, m, 0, True,
-                                         VAL_EXPLAIN[model], no_step=True)
-                print_stats(model, f"script with SBS_EXPLAIN={VAL_EXPLAIN[model]}", ours_val, explained)
-            speed = {f"validation, short {s}": (ours_val, theirs_val, val_rate)}
-            if args.speed_iterations:
-                k, s, m = args.speed_iterations, args.speed_short, args.speed_max_size
-                speed[f"training, short {s}, defaults"] = (runs.ours(model, f"ours-{model}-speed", k, s, m, None, False),
-                                                           runs.gluoncv(model, f"gluoncv-{model}-speed", k, s, m,
-                                                                        None, False), train_rate)
-            speeds[model] = speed
+        speeds = {model: compare_model(runs, args, model) for model in args.models}
         print("\n| model | what | ours images/s | GluonCV images/s | ours / GluonCV | peak RSS MB, ours / GluonCV |")
         print("| --- | --- | --- | --- | --- | --- |")
         for model, speed in speeds.items():

@@ -10,16 +10,20 @@ The patches (GluonCV's files are never edited; none of its code is copied here):
 - both: no random flip (gluoncv.data.transforms.image.random_flip returns the image as is); Python's, NumPy's and
   MXNet's generators seeded with SBS_SEED when the first training image is transformed (the RPN's anchor sampling
   draws from NumPy there, the RCNN sampler from MXNet in the forward pass: what each side drew before, building
-  and initialising its network, then no longer matters); each iteration's loss terms and time, COCOeval's stats
+  and initialising its network, then no longer matters), with SBS_RESEED=each at every training image (SBS_SEED
+  plus the image's position: the draws then depend on nothing drawn before); each iteration's loss terms and time, COCOeval's stats
   and the time scoring starts are recorded, and the process's peak RSS at exit; with SBS_NO_STEP=1 the optimizer step is skipped (the validation run:
   the weights stay the file's).
 - GluonCV's script: the model zoo's ImageNet backbone is not fetched (pretrained_base=False: every weight comes
   from --resume, the one params file); SBS_SHORT and SBS_MAX_SIZE, if set, replace the network's short and
-  max_size (the scripts have no flag for them but with custom-model, FPN only); its training sampler yields the batches of the programs' own rule
-  (mxnet_programs.rcnn.data.epoch_batches, same seed), SBS_STEPS of them (default: all), so both see the same
-  images in the same order; SBS_EXPLAIN (comma-separated) applies what the built-in programs do differently, to
-  measure each difference's share: `crowd` (Faster: train on crowd objects, COCODetection(use_crowd=True)),
-  `bias-wd-off` (no weight decay on biases), `no-clip` (validation without BBoxClipToImage).
+  max_size (the scripts have no flag for them but with custom-model, FPN only); its training sampler yields the
+  batches of the programs' own rule (mxnet_programs.rcnn.data.epoch_batches, same seed), SBS_STEPS of them
+  (default: all), so both see the same images in the same order; SBS_EXPLAIN (comma-separated) applies what the
+  built-in programs do differently, to measure each difference's share: `crowd` (Faster: train on crowd objects,
+  COCODetection(use_crowd=True)), `bias-wd-off` (no weight decay on biases), `inline` (the forward and backward
+  pass in the main thread, as the programs and GluonCV's Horovod path run it; its path without Horovod runs the
+  first in the calling thread, the others in its Parallel executor's thread), `no-clip` (validation without
+  BBoxClipToImage).
 - the built-in program: run as its entrypoint, in this process (one rank).
 """
 
@@ -54,14 +58,16 @@ def patch_common(record):
 
     timage.random_flip = lambda src, px=0, py=0, copy=False: (src, (False, False))
     seeded = []
+    every_image = os.environ.get("SBS_RESEED") == "each"
     for cls in (presets.FasterRCNNDefaultTrainTransform, presets.MaskRCNNDefaultTrainTransform):
         def transform(self, *args, _original=cls.__call__):
-            if not seeded:
-                seeded.append(True)
-                random.seed(SEED)
-                np.random.seed(SEED)
-                mx.random.seed(SEED)
-                record("seeded")
+            if not seeded or every_image:
+                seed = SEED + len(seeded)
+                seeded.append(seed)
+                random.seed(seed)
+                np.random.seed(seed)
+                mx.random.seed(seed)
+                record("seeded", seed=seed)
             return _original(self, *args)
         cls.__call__ = transform
 
@@ -140,6 +146,21 @@ def patch_gluoncv(model, record):
                     param.wd_mult = 0.0
             trainer_init(self, params, *args, **kwargs)
         mx.gluon.Trainer.__init__ = trainer_without_bias_wd
+    if "inline" in explain:
+        from gluoncv.utils import parallel
+
+        class Inline:
+            """Parallel's place: the task runs in the calling thread, at put()."""
+
+            def __init__(self, num_workers, parallizable, serial_init=True):
+                self.task, self.results = parallizable, []
+
+            def put(self, x):
+                self.results.append(self.task.forward_backward(x))
+
+            def get(self):
+                return self.results.pop(0)
+        parallel.Parallel = Inline
     if "no-clip" in explain:
         gluoncv.nn.bbox.BBoxClipToImage.hybrid_forward = lambda self, F, x, img: x
 
