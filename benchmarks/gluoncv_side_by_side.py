@@ -15,10 +15,12 @@ synth-data's COCO plus crowd objects and boxes at the image edge (edge_objects.p
 model, loaded by GluonCV's `--resume` and the program's `finetune-from`. Per model:
   loss   --iterations iterations at --short/--max-size with each side's defaults (batch 1, lr 0.00125 per image,
          warmup 1000 from 1/3, wd 1e-4, momentum 0.9), loader in-process: the loss terms side by side; then
-         GluonCV again with SBS_EXPLAIN (what the programs do differently: Faster `crowd,bias-wd-off,inline`, Mask
+         GluonCV again with SBS_EXPLAIN (what the programs do differently: Faster `crowd,inline`, Mask
          `inline`), unless --no-explain
-  val    one iteration without the optimizer step, then each side's validation of the file's weights: COCOeval's
-         12 stats, bbox (and segm), full precision; Mask again with GluonCV's box clipping off (`no-clip`)
+  val    one iteration without the optimizer step, then each side's validation of the weights of
+         detector-<model>.params (the initial ones with class biases that make every RoI a detection of the val
+         set's classes: random weights detect nothing above the score thresholds): COCOeval's 12 stats, bbox (and
+         segm), full precision; Mask again with GluonCV's box clipping off (`no-clip`)
   speed  --speed-iterations iterations at --speed-short (the defaults: 800, 1333), each side's default loader
          workers: training images/s over iterations 2..N, peak RSS; validation images/s from the val runs;
          --ours-variant: the programs again with other arguments, against the same GluonCV run
@@ -43,7 +45,7 @@ SCRIPTS = {"faster": "scripts/detection/faster_rcnn/train_faster_rcnn.py",
            "mask": "scripts/instance/mask_rcnn/train_mask_rcnn.py"}
 TERMS = {"faster": ["rpn_cls", "rpn_box", "rcnn_cls", "rcnn_box"],
          "mask": ["rpn_cls", "rpn_box", "rcnn_cls", "rcnn_box", "mask"]}
-EXPLAIN = {"faster": "crowd,bias-wd-off,inline", "mask": "inline"}
+EXPLAIN = {"faster": "crowd,inline", "mask": "inline"}
 VAL_EXPLAIN = {"faster": "", "mask": "no-clip"}
 STATS = ["AP", "AP50", "AP75", "AP_small", "AP_medium", "AP_large", "AR1", "AR10", "AR100", "AR_small",
          "AR_medium", "AR_large"]
@@ -150,27 +152,29 @@ class Runs:
         print(f"  {name}: {time.time() - start:.0f} s, load {before}", flush=True)
         return read_record(record.read_text()) if record.exists() else []
 
-    def gluoncv(self, model, name, steps, short, max_size, workers, validate, explain="", no_step=False, reseed=""):
+    def gluoncv(self, model, name, steps, short, max_size, workers, validate, explain="", no_step=False, reseed="",
+                weights="init"):
         env = {"HOME": "/work/home", "SBS_STEPS": str(steps), "SBS_EXPLAIN": explain, "SBS_RESEED": reseed}
         if short:
             env.update(SBS_SHORT=str(short), SBS_MAX_SIZE=str(max_size))
         if no_step:
             env["SBS_NO_STEP"] = "1"
         argv = ["gluoncv", model, f"/gluoncv/{SCRIPTS[model]}", "--dataset", "coco", "--gpus=", "--kv-store",
-                "local", "--epochs", "1", "--resume", f"/work/init-{model}.params", "--log-interval", "1",
+                "local", "--epochs", "1", "--resume", f"/work/{weights}-{model}.params", "--log-interval", "1",
                 "--val-interval", "1" if validate else "2", "--save-prefix", f"/work/runs/{name}-",
                 "--save-interval", "0"] + ([] if workers is None else ["-j", str(workers)])
         if model == "mask":
             argv += ["--batch-size", "1"]  # its default is 8 (a global batch over 8 GPUs); Faster's is 1
         return self.docker(argv, env, name)
 
-    def ours(self, model, name, steps, short, max_size, workers, validate, no_step=False, extra=(), reseed=""):
+    def ours(self, model, name, steps, short, max_size, workers, validate, no_step=False, extra=(), reseed="",
+             weights="init"):
         data = "/work/coco" if validate else "/work/coco-train"
         env = {"SBS_RESEED": reseed, "SM_CHANNEL_TRAIN": data, "SM_CHANNELS": '["train"]', "SM_MODEL_DIR": f"/work/runs/{name}/model",
                "SM_CHECKPOINT_DIR": f"/work/runs/{name}/checkpoints", "SM_OUTPUT_DATA_DIR": f"/work/runs/{name}/out"}
         if no_step:
             env["SBS_NO_STEP"] = "1"
-        argv = ["ours", model, "--finetune-from", f"/work/init-{model}.params", "--epochs", "1",
+        argv = ["ours", model, "--finetune-from", f"/work/{weights}-{model}.params", "--epochs", "1",
                 "--max-iterations-per-epoch", str(steps), "--log-interval", "1", "--tensorboard", "false",
                 "--resume", "false", "--save-interval", "0"]
         argv += ["--short", str(short), "--max-size", str(max_size)] if short else []
@@ -212,12 +216,12 @@ def compare_model(runs, args, model):
     if EXPLAIN[model] and not args.no_explain:
         explained = runs.gluoncv(model, f"gluoncv-{model}-loss-explained", n, s, m, 0, False, EXPLAIN[model])
         print_losses(model, f"script with SBS_EXPLAIN={EXPLAIN[model]}", ours, explained)
-    ours_val = runs.ours(model, f"ours-{model}-val", 1, s, m, 0, True, no_step=True)
-    theirs_val = runs.gluoncv(model, f"gluoncv-{model}-val", 1, s, m, 0, True, no_step=True)
+    ours_val = runs.ours(model, f"ours-{model}-val", 1, s, m, 0, True, no_step=True, weights="detector")
+    theirs_val = runs.gluoncv(model, f"gluoncv-{model}-val", 1, s, m, 0, True, no_step=True, weights="detector")
     print_stats(model, "script", ours_val, theirs_val)
     if VAL_EXPLAIN[model] and not args.no_explain:
         explained = runs.gluoncv(model, f"gluoncv-{model}-val-explained", 1, s, m, 0, True,
-                                 VAL_EXPLAIN[model], no_step=True)
+                                 VAL_EXPLAIN[model], no_step=True, weights="detector")
         print_stats(model, f"script with SBS_EXPLAIN={VAL_EXPLAIN[model]}", ours_val, explained)
     speed = {f"validation, short {s}": (ours_val, theirs_val, val_rate)}
     if args.speed_iterations:

@@ -3,6 +3,7 @@ GluonCV's own training script or a built-in program in this process with the sam
 the side by side compares as JSON lines (one file per run).
 
     python runner.py prepare OUT --train N --val M --seed S
+    python runner.py detector OUT
     python runner.py gluoncv faster|mask RECORD SCRIPT [the script's arguments]
     python runner.py ours faster|mask RECORD [the program's arguments]
 
@@ -227,6 +228,31 @@ def prepare(out, num_train, num_val, seed):
     print(json.dumps(counts))
 
 
+def detector(out):
+    """detector-<model>.params: the initial weights with the class predictor's biases set so that every RoI scores
+    the classes of the val set's objects (+5) above the background (-10) and the others (0): random weights detect
+    nothing above the metrics' score thresholds, and these give each val image up to 100 detections of the right
+    classes on the RPN's proposals, so that the mAPs compared are not all zero."""
+    import mxnet as mx
+    from gluoncv import model_zoo
+
+    with open(os.path.join(out, "coco", "annotations", "instances_val2017.json"), encoding="utf-8") as f:
+        coco = json.load(f)
+    ids = [c["id"] for c in coco["categories"]]
+    present = sorted({ids.index(a["category_id"]) + 1 for a in coco["annotations"] if not a.get("iscrowd")})
+    for model in ("faster", "mask"):
+        net = model_zoo.get_model(f"{model}_rcnn_resnet50_v1b_coco", pretrained=False, pretrained_base=False)
+        net.load_parameters(os.path.join(out, f"init-{model}.params"))
+        bias = net.class_predictor.bias
+        values = mx.nd.zeros(bias.shape)
+        values[0] = -10.0
+        for k in present:
+            values[k] = 5.0
+        bias.set_data(values)
+        net.save_parameters(os.path.join(out, f"detector-{model}.params"))
+    print(json.dumps({"classes_detected": present}))
+
+
 def main(argv):
     mode = argv[0]
     if mode == "prepare":
@@ -239,6 +265,10 @@ def main(argv):
         parser.add_argument("--seed", type=int, default=1)
         args = parser.parse_args(argv[1:])
         prepare(args.out, args.train, args.val, args.seed)
+        detector(args.out)
+        return
+    if mode == "detector":
+        detector(argv[1])
         return
     model, record = argv[1], Recorder(argv[2])
     patch_common(record)
