@@ -140,6 +140,7 @@ class Runs:
         env = dict(env, PYTHONPATH="/src/entrypoints:/src/container/src", PYTHONUNBUFFERED="1")
         env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
         record = self.work / "runs" / f"{name}.jsonl"
+        record.unlink(missing_ok=True)  # the runner appends
         if argv[0] != "prepare":
             argv = [*argv[:2], f"/work/runs/{name}.jsonl", *argv[2:]]
         command = [DOCKER, "run", "--rm", *mounts, *env_args, "-w", "/work/runs", self.args.image, "python",
