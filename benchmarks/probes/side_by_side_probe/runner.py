@@ -232,7 +232,8 @@ def detector(out):
     """detector-<model>.params: the initial weights with the class predictor's biases set so that every RoI scores
     the classes of the val set's objects (+5) above the background (-10) and the others (0): random weights detect
     nothing above the metrics' score thresholds, and these give each val image up to 100 detections of the right
-    classes on the RPN's proposals, so that the mAPs compared are not all zero."""
+    classes on the RPN's proposals, so that the mAPs compared are not all zero; Mask R-CNN's mask predictor's
+    biases +10, so that each mask fills its box and segm is not all zero either."""
     import mxnet as mx
     from gluoncv import model_zoo
 
@@ -249,6 +250,8 @@ def detector(out):
         for k in present:
             values[k] = 5.0
         bias.set_data(values)
+        if model == "mask":  # every mask pixel inside its box: the pasted masks are the boxes, segm scores too
+            net.mask.mask.bias.set_data(mx.nd.full(net.mask.mask.bias.shape, 10.0))
         net.save_parameters(os.path.join(out, f"detector-{model}.params"))
     print(json.dumps({"classes_detected": present}))
 
