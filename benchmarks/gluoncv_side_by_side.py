@@ -5,7 +5,7 @@ the same weights: the first iterations' loss terms, the validation mAP of the sa
     python3 -m benchmarks.gluoncv_side_by_side --gluoncv GLUONCV_CHECKOUT [--image sagemaker-mxnet-horovod:cpu]
         [--models faster mask] [--iterations 4] [--short 256] [--max-size 320] [--train 8] [--val 8]
         [--speed-iterations 6] [--speed-short 800] [--speed-max-size 1333] [--no-explain]
-        [--ours-variant NAME:ARGS ...] [--workdir DIR]
+        [--ours-variant NAME:ARGS ...] [--omp-threads N] [--workdir DIR]
 
 GLUONCV_CHECKOUT is a git checkout of dmlc/gluon-cv (its scripts are not in the wheel; the page names the commit
 compared): mounted read-only, never edited. Every run is one `docker run` of the image, one process (one rank, the
@@ -24,6 +24,8 @@ model, loaded by GluonCV's `--resume` and the program's `finetune-from`. Per mod
   speed  --speed-iterations iterations at --speed-short (the defaults: 800, 1333), each side's default loader
          workers: training images/s over iterations 2..N, peak RSS; validation images/s from the val runs;
          --ours-variant: the programs again with other arguments, against the same GluonCV run
+--iterations 0 runs the speed runs alone; --omp-threads sets OMP_NUM_THREADS on both sides (as `train` does for a
+rank: its cores; unset, MXNet takes half the cores).
 """
 
 from __future__ import annotations
@@ -138,12 +140,16 @@ class Runs:
     def docker(self, argv: list[str], env: dict, name: str) -> list[dict]:
         mounts = ["-v", f"{ROOT}:/src:ro", "-v", f"{self.args.gluoncv}:/gluoncv:ro", "-v", f"{self.work}:/work"]
         env = dict(env, PYTHONPATH="/src/entrypoints:/src/container/src", PYTHONUNBUFFERED="1")
+        if self.args.omp_threads:
+            env["OMP_NUM_THREADS"] = str(self.args.omp_threads)
         env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
         record = self.work / "runs" / f"{name}.jsonl"
         record.unlink(missing_ok=True)  # the runner appends
         if argv[0] != "prepare":
             argv = [*argv[:2], f"/work/runs/{name}.jsonl", *argv[2:]]
-        command = [DOCKER, "run", "--rm", *mounts, *env_args, "-w", "/work/runs", self.args.image, "python",
+        # Loader worker processes pass batches through /dev/shm: Docker's 64 MB default is a bus error at short 800
+        # (SageMaker's hosts give it half the memory).
+        command = [DOCKER, "run", "--rm", "--shm-size", "4g", *mounts, *env_args, "-w", "/work/runs", self.args.image, "python",
                    RUNNER, *argv]
         start, before = time.time(), load()
         out = subprocess.run(command, capture_output=True, text=True, timeout=7200)
@@ -211,6 +217,8 @@ def fmt(value):
 def compare_model(runs, args, model):
     """One model's loss, validation and speed runs; prints the first two, returns the speed runs by label."""
     n, s, m = args.iterations, args.short, args.max_size
+    if not n:
+        return speed_runs(runs, args, model, {})
     ours = runs.ours(model, f"ours-{model}-loss", n, s, m, 0, False)
     theirs = runs.gluoncv(model, f"gluoncv-{model}-loss", n, s, m, 0, False)
     print_losses(model, "script", ours, theirs)
@@ -224,7 +232,11 @@ def compare_model(runs, args, model):
         explained = runs.gluoncv(model, f"gluoncv-{model}-val-explained", 1, s, m, 0, True,
                                  VAL_EXPLAIN[model], no_step=True, weights="detector")
         print_stats(model, f"script with SBS_EXPLAIN={VAL_EXPLAIN[model]}", ours_val, explained)
-    speed = {f"validation, short {s}": (ours_val, theirs_val, val_rate)}
+    return speed_runs(runs, args, model, {f"validation, short {s}": (ours_val, theirs_val, val_rate)})
+
+
+def speed_runs(runs, args, model, speed):
+    """The training speed runs (--speed-iterations) added to `speed`, by label."""
     if args.speed_iterations:
         k, s, m = args.speed_iterations, args.speed_short, args.speed_max_size
         speed[f"training, short {s}, defaults"] = (runs.ours(model, f"ours-{model}-speed", k, s, m, None, False),
@@ -243,7 +255,7 @@ def main():
     parser.add_argument("--gluoncv", type=Path, required=True, help="a git checkout of dmlc/gluon-cv")
     parser.add_argument("--image", default="sagemaker-mxnet-horovod:cpu")
     parser.add_argument("--models", nargs="+", choices=["faster", "mask"], default=["faster", "mask"])
-    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--iterations", type=int, default=4, help="0: no loss and validation runs")
     parser.add_argument("--short", type=int, default=256)
     parser.add_argument("--max-size", type=int, default=320)
     parser.add_argument("--train", type=int, default=8, help="train images (with one crowd-only image)")
@@ -255,6 +267,8 @@ def main():
     parser.add_argument("--ours-variant", action="append", default=[], metavar="NAME:ARGS",
                         help="a further speed run of the programs with these arguments, e.g. "
                              "'static-alloc:--static-alloc true' (repeatable)")
+    parser.add_argument("--omp-threads", type=int, help="OMP_NUM_THREADS for both sides (as the launcher sets it: "
+                        "the cores per rank) [MXNet's default: half the cores]")
     parser.add_argument("--workdir", type=Path, help="keep the data, records and logs here [a temporary dir]")
     args = parser.parse_args()
     args.gluoncv = args.gluoncv.resolve()
