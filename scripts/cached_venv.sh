@@ -52,8 +52,12 @@ if [ ! -f "$venv/.installed" ]; then
   install "$venv" "$@"
 fi
 if [ -e "$link" ] && [ ! -L "$link" ]; then
-  # A venv made in the clone before the cache (or with VENV_CACHE empty): replaced by the link. Anything else stays.
-  [ -f "$link/pyvenv.cfg" ] || { echo "cached_venv: $link exists and is not a venv; not replacing it" >&2; exit 1; }
+  # A venv make made in the clone (before the cache, or with VENV_CACHE empty; .tools-installed: the tools' stamp
+  # before this script) gives way to the link. Anything else stays: a venv of one's own, a folder.
+  if [ ! -f "$link/pyvenv.cfg" ] || { [ ! -f "$link/.installed" ] && [ ! -f "$link/.tools-installed" ]; }; then
+    echo "cached_venv: $link exists and is not a venv make made; not replacing it (move it, or pass VENV_CACHE=)" >&2
+    exit 1
+  fi
   rm -rf "$link"
 fi
 mkdir -p "$(dirname "$link")"

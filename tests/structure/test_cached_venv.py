@@ -92,18 +92,23 @@ def test_an_interrupted_venv_is_made_again(tmp_path, python):
     assert made(tmp_path) == [str(venv), str(venv)] and (venv / ".installed").is_file()
 
 
-def test_a_venv_made_in_the_clone_before_gives_way_to_the_link_and_anything_else_stays(tmp_path, python):
+@pytest.mark.parametrize("stamp", [".tools-installed", ".installed"])
+def test_a_venv_make_made_in_the_clone_gives_way_to_the_link_and_anything_else_stays(tmp_path, python, stamp):
     cache = tmp_path / "cache"
     folder = clone(tmp_path, "clone")
     (folder / ".venv").mkdir()
     (folder / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (folder / ".venv" / stamp).touch()  # the old Makefile's stamp for the tools, or this script's
     assert cached_venv(python, folder, ".venv", cache).returncode == 0
     assert (folder / ".venv").is_symlink()
-    (folder / "mine").mkdir()
-    (folder / "mine" / "notes.txt").write_text("keep me")
-    done = cached_venv(python, folder, "mine", cache)
-    assert done.returncode == 1 and "cached_venv: mine exists and is not a venv; not replacing it" in done.stderr
-    assert (folder / "mine" / "notes.txt").read_text() == "keep me"
+    for name, files in (("mine", {"notes.txt": "keep me"}), ("own-venv", {"pyvenv.cfg": "home = /usr/bin\n"})):
+        (folder / name).mkdir()
+        for file, text in files.items():
+            (folder / name / file).write_text(text)
+        done = cached_venv(python, folder, name, cache)
+        assert done.returncode == 1, done.stderr
+        assert f"cached_venv: {name} exists and is not a venv make made; not replacing it" in done.stderr
+        assert [(p.name, p.read_text()) for p in (folder / name).iterdir()] == list(files.items())
 
 
 def test_without_a_cache_the_venv_is_made_in_the_clone_and_again_when_the_file_is_newer(tmp_path, python):
