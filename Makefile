@@ -186,10 +186,10 @@ tools: check-ca ## Make .venv with the pinned tools of requirements-dev.txt (a l
 	$(check_python)
 	$(call cached_venv,$(VENV),requirements-dev.txt)
 
-# make test (docs/testing.md, "The time budget"): the pre-steps in order, then two lanes at once, each logged to
+# make test (docs/testing.md, "The time budget"): lint and the CPU image, then two lanes at once, each logged to
 # TEST_LOG_DIR/LANE.log and streamed with its name (scripts/test_lanes.py): the image's tests in one container
-# (CPU-bound), and on the host the GPU image's build and checks, then the SDK's and the host's tests (much of it
-# waiting for containers and timeouts). Tests marked `alone` (their verdict needs CPU time to spare: pytest.ini)
+# (CPU-bound), and on the host the images' structure tests, the GPU image's build, size and SBOMs, then the SDK's
+# and the host's tests (much of it waiting for containers and timeouts). Tests marked `alone` (their verdict needs CPU time to spare: pytest.ini)
 # run after both lanes, by themselves. Any failure, of a pre-step, a lane or the last phase, fails make test.
 # --durations: the slowest tests in every log, for keeping make test within its time budget.
 TEST_LOG_DIR ?= out/test
@@ -202,14 +202,16 @@ HOST_TESTS ?= tests/unit tests/structure tests/benchmarks tests/integration test
 TEST_MARK ?=
 # Hours make test waits for its lanes and its last phase before it ends them, saying which were still running.
 TEST_DEADLINE_H ?= 3
+# The GPU image's steps in the host lane; GPU_STEPS= leaves them out (a quick local run; CI keeps them).
+GPU_STEPS ?= build-gpu structure-test-gpu
 pytest_selection = -p no:cacheprovider --durations=20 $(if $(TEST_MARK),-m '$(TEST_MARK)')
 none_selected = { status=$$?; [ $$status -eq 5 ] && [ -n "$(TEST_MARK)" ] || exit $$status; \
   echo "$@: no test here is selected by -m '$(TEST_MARK)'"; }
 
-test: check-python tools lint build structure-test sdk-venvs ## everything CI runs: lint, both images and their structure tests, then all tests (two lanes at once, then the `alone` tests)
+test: check-python tools lint build ## everything CI runs: lint, both images and their structure tests, then all tests (two lanes at once, then the `alone` tests)
 	$(PYTHON) scripts/test_lanes.py --log-dir $(TEST_LOG_DIR) --deadline-h $(TEST_DEADLINE_H) \
 	  --lane "image=$(MAKE) --no-print-directory image-tests TEST_MARK='not alone'" \
-	  --lane "host=$(MAKE) --no-print-directory -k build-gpu structure-test-gpu size sbom sdk-tests host-tests \
+	  --lane "host=$(MAKE) --no-print-directory -k structure-test $(GPU_STEPS) size sbom sdk-tests host-tests \
 	    TEST_MARK='not alone'" \
 	  --then "alone=$(MAKE) --no-print-directory -k image-tests sdk-tests host-tests TEST_MARK=alone"
 

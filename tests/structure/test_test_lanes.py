@@ -105,9 +105,9 @@ def test_make_test_runs_the_lanes_then_the_alone_tests():
     printed = " ".join(dry.stdout.replace("\\\n", " ").split())
     pre_steps, runner = printed.split("echo scripts/test_lanes.py ")[:2]
     assert "--lane \"image=make --no-print-directory image-tests TEST_MARK='not alone'\"" in runner, runner
-    assert ("--lane \"host=make --no-print-directory -k build-gpu structure-test-gpu size sbom sdk-tests host-tests "
-            "TEST_MARK='not alone'\"") in runner, runner
+    assert ("--lane \"host=make --no-print-directory -k structure-test build-gpu structure-test-gpu size sbom sdk-tests "
+            "host-tests TEST_MARK='not alone'\"") in runner, runner
     assert "--then \"alone=make --no-print-directory -k image-tests sdk-tests host-tests TEST_MARK=alone\"" in runner
-    # Before the lanes: lint, the CPU image and its structure tests (both lanes need it), the SDK venvs.
+    # Before the lanes: lint and the CPU image, which both lanes need.
     assert "ruff check" in pre_steps and "--target image --build-arg FLAVOR=cpu" in pre_steps, pre_steps
-    assert "tests/sdk/requirements-v3.txt" in pre_steps and "FLAVOR=gpu" not in pre_steps
+    assert "container-structure-test" not in pre_steps and "FLAVOR=gpu" not in pre_steps
