@@ -189,8 +189,9 @@ tools: check-ca ## Make .venv with the pinned tools of requirements-dev.txt (a l
 # make test (docs/testing.md, "The time budget"): lint and the CPU image, then two lanes at once, each logged to
 # TEST_LOG_DIR/LANE.log and streamed with its name (scripts/test_lanes.py): the image's tests in one container
 # (CPU-bound), and on the host the images' structure tests, the GPU image's build, size and SBOMs, then the SDK's
-# and the host's tests (much of it waiting for containers and timeouts). Tests marked `alone` (their verdict needs CPU time to spare: pytest.ini)
-# run after both lanes, by themselves. Any failure, of a pre-step, a lane or the last phase, fails make test.
+# and the host's tests (much of it waiting for containers and timeouts). Tests marked `alone` (their verdict needs
+# CPU time to spare: pytest.ini) run after both lanes, by themselves. Any failure, of a pre-step, a lane or the last
+# phase, fails make test.
 # --durations: the slowest tests in every log, for keeping make test within its time budget.
 TEST_LOG_DIR ?= out/test
 # What image-tests, sdk-tests and host-tests run; a subset narrows them (make test HOST_TESTS=tests/unit/core).
