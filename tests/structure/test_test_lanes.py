@@ -3,6 +3,7 @@ after them fails the run, the commands after them start once every lane has ende
 (durations, failures, counts) and make's errors are shown at the end; a lane past the deadline is ended. Runs it on
 small shell commands and a real pytest run; no Docker."""
 
+import os
 import re
 import subprocess
 import sys
@@ -99,8 +100,10 @@ def test_a_lane_past_the_deadline_is_ended_and_named(tmp_path):
 
 def test_make_test_runs_the_lanes_then_the_alone_tests():
     # Under -n make still runs a recipe line that calls $(MAKE): PYTHON=echo turns the runner into an echo.
+    # Without the calling make's settings (this runs inside make test's host lane: TEST_MARK, -k, ...).
+    env = {key: value for key, value in os.environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "test", "VENV=.venv-x", "PYTHON=echo"],
-                         capture_output=True, text=True, timeout=120, check=False)
+                         capture_output=True, text=True, timeout=120, check=False, env=env)
     assert dry.returncode == 0, dry.stderr
     printed = " ".join(dry.stdout.replace("\\\n", " ").split())
     pre_steps, runner = printed.split("echo scripts/test_lanes.py ")[:2]
