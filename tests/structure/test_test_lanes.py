@@ -100,8 +100,10 @@ def test_a_lane_past_the_deadline_is_ended_and_named(tmp_path):
 
 def test_make_test_runs_the_lanes_then_the_alone_tests():
     # Under -n make still runs a recipe line that calls $(MAKE): PYTHON=echo turns the runner into an echo.
-    # Without the calling make's settings (this runs inside make test's host lane: TEST_MARK, -k, ...).
-    env = {key: value for key, value in os.environ.items() if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    # Without the calling make's settings: this runs inside make test's host lane, whose make passes its flags and
+    # its command line's variables (TEST_MARK, GPU_STEPS, ...) to whatever it runs, in the environment too.
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "GPU_STEPS", "TEST_MARK", "TEST_LOG_DIR", "TEST_DEADLINE_H")}
     dry = subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), "test", "VENV=.venv-x", "PYTHON=echo"],
                          capture_output=True, text=True, timeout=120, check=False, env=env)
     assert dry.returncode == 0, dry.stderr
