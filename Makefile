@@ -34,7 +34,11 @@ PIP_INDEX_URL ?=
 # lowest and highest it has (docs/testing.md). An older one is refused before a venv is made.
 PYTHON ?= python3
 HOST_PYTHON_MIN := 3.10
+# The tools venv (make tools): VENV is a link to a venv kept in VENV_CACHE, keyed by requirements-dev.txt's content
+# and the Python, so that a fresh clone reuses it (scripts/cached_venv.sh; the SDK and audit venvs alike).
+# VENV_CACHE= (empty) makes every venv in the clone itself instead.
 VENV ?= .venv
+VENV_CACHE ?= $(if $(XDG_CACHE_HOME),$(XDG_CACHE_HOME),$(HOME)/.cache)/sagemaker-mxnet-horovod
 PY := $(VENV)/bin/python
 # Build cache from earlier pushed images (CodeBuild, see buildspec.yml): CACHE_FROM="REF ..." adds
 # --cache-from REF for each; BUILDKIT_INLINE_CACHE=1 stores the cache metadata in the image itself, so that
@@ -78,6 +82,8 @@ build_args = --build-arg BASE_IMAGE=$(BASE_IMAGE) \
   $(if $(PIP_INDEX_URL),--build-arg PIP_INDEX_URL=$(PIP_INDEX_URL)) \
   $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE))
 pip_net_args = $(if $(CA_BUNDLE),--cert $(CA_BUNDLE)) $(if $(PIP_INDEX_URL),--index-url $(PIP_INDEX_URL))
+# $(call cached_venv,LINK,REQUIREMENTS): the venv of REQUIREMENTS at LINK, from VENV_CACHE when made before.
+cached_venv = VENV_CACHE="$(VENV_CACHE)" scripts/cached_venv.sh $(PYTHON) $(1) $(2) $(pip_net_args)
 cache_args = $(foreach ref,$(CACHE_FROM),--cache-from $(ref)) \
   $(if $(filter 1,$(BUILDKIT_INLINE_CACHE)),--build-arg BUILDKIT_INLINE_CACHE=1)
 # $(call structure_test,REPORT_NAME,IMAGE,--config ...). With a report, container-structure-test writes only
@@ -93,6 +99,8 @@ structure_test = $(if $(STRUCTURE_REPORT_DIR),mkdir -p $(STRUCTURE_REPORT_DIR); 
 
 help: ## List the targets (default)
 	@echo "usage: make TARGET [IMAGE_REPO=...] [BASE_IMAGE=...] [CA_BUNDLE=FILE] [PIP_INDEX_URL=URL]"
+	@echo "venvs (tools, SDK, audit): links into VENV_CACHE=$(VENV_CACHE), reused across clones; VENV_CACHE= makes them here"
+	@echo "make test: lanes logged in TEST_LOG_DIR=$(TEST_LOG_DIR); IMAGE_TESTS=, SDK_TESTS=, HOST_TESTS= narrow it (docs/testing.md)"
 	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / {printf "  %-19s %s\n", $$1, $$2}' $(MAKEFILE_LIST) \
 	  | sed 's|$$(IMAGE_REPO)|$(IMAGE_REPO)|g'
 
@@ -168,24 +176,48 @@ size: ## Print the size of every $(IMAGE_REPO) tag (cpu, gpu) in MiB; fail if gp
 	done; \
 	exit $$status
 
-clean: ## Remove the $(IMAGE_REPO) images and .venv (keeps BASE_IMAGE and the build cache)
+clean: ## Remove the $(IMAGE_REPO) images and the .venv link (keeps BASE_IMAGE, the build cache, VENV_CACHE)
 	@ids=$$( { $(DOCKER) image ls -q "$(IMAGE_REPO)"; \
 	  $(DOCKER) image ls -q --filter label=org.opencontainers.image.title=sagemaker-mxnet-horovod; } | sort -u); \
 	if [ -n "$$ids" ]; then $(DOCKER) image rm -f $$ids; fi
 	rm -rf $(VENV)
 
-tools: $(VENV)/.tools-installed ## Create .venv with the pinned tools of requirements-dev.txt
-
-$(VENV)/.tools-installed: requirements-dev.txt | check-ca
+tools: check-ca ## Make .venv with the pinned tools of requirements-dev.txt (a link into VENV_CACHE; VENV=, VENV_CACHE=)
 	$(check_python)
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r requirements-dev.txt
-	touch $@
+	$(call cached_venv,$(VENV),requirements-dev.txt)
 
-# --durations: the slowest tests in every log, for keeping `make test` within its time budget (docs/testing.md).
-test: check-python tools lint build structure-test build-gpu structure-test-gpu size sbom image-tests sdk-tests ## everything CI runs: lint, both images and their structure tests, then all tests
-	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest -p no:cacheprovider --durations=20 tests/unit tests/structure \
-	  tests/benchmarks tests/integration tests/faults
+# make test (docs/testing.md, "The time budget"): lint and the CPU image, then two lanes at once, each logged to
+# TEST_LOG_DIR/LANE.log and streamed with its name (scripts/test_lanes.py): the image's tests in one container
+# (CPU-bound), and on the host the images' structure tests, the GPU image's build, size and SBOMs, then the SDK's
+# and the host's tests (much of it waiting for containers and timeouts). Tests marked `alone` (their verdict needs
+# CPU time to spare: pytest.ini) run after both lanes, by themselves. Any failure, of a pre-step, a lane or the last
+# phase, fails make test.
+# --durations: the slowest tests in every log, for keeping make test within its time budget.
+TEST_LOG_DIR ?= out/test
+# What image-tests, sdk-tests and host-tests run; a subset narrows them (make test HOST_TESTS=tests/unit/core).
+IMAGE_TESTS ?= tests/programs tests/toolkit tests/image
+SDK_TESTS ?= tests/sdk
+HOST_TESTS ?= tests/unit tests/structure tests/benchmarks tests/integration tests/faults
+# pytest -m for image-tests, sdk-tests and host-tests (make test's lanes: 'not alone', its last phase: alone); empty,
+# every test. A selection that leaves no test in a target is no failure there.
+TEST_MARK ?=
+# Hours make test waits for its lanes and its last phase before it ends them, saying which were still running.
+TEST_DEADLINE_H ?= 3
+# The GPU image's steps in the host lane; GPU_STEPS= leaves them out (a quick local run; CI keeps them).
+GPU_STEPS ?= build-gpu structure-test-gpu
+pytest_selection = -p no:cacheprovider --durations=20 $(if $(TEST_MARK),-m '$(TEST_MARK)')
+none_selected = { status=$$?; [ $$status -eq 5 ] && [ -n "$(TEST_MARK)" ] || exit $$status; \
+  echo "$@: no test here is selected by -m '$(TEST_MARK)'"; }
+
+test: check-python tools lint build ## everything CI runs: lint, both images and their structure tests, then all tests (two lanes at once, then the `alone` tests)
+	$(PYTHON) scripts/test_lanes.py --log-dir $(TEST_LOG_DIR) --deadline-h $(TEST_DEADLINE_H) \
+	  --lane "image=$(MAKE) --no-print-directory image-tests TEST_MARK='not alone'" \
+	  --lane "host=$(MAKE) --no-print-directory -k structure-test $(GPU_STEPS) size sbom sdk-tests host-tests \
+	    TEST_MARK='not alone'" \
+	  --then "alone=$(MAKE) --no-print-directory -k image-tests sdk-tests host-tests TEST_MARK=alone"
+
+host-tests: check-python tools ## The host's tests (HOST_TESTS: unit, structure, benchmarks, jobs across containers, fault scenarios)
+	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) $(PY) -m pytest $(pytest_selection) $(HOST_TESTS) || $(none_selected)
 
 # The fast loop: host-only tests, no image, no Docker daemon needed by most (seconds). tests/structure's
 # static tests read the build files; test_push.py runs make push against a fake aws and docker; tests/benchmarks
@@ -212,14 +244,9 @@ sbom: ## Copy each built flavor's SBOM (CycloneDX) and license report to out/sbo
 	done; \
 	[ $$found = 1 ] || { echo "sbom: none of $(FLAVORS) is built; run make build" >&2; exit 1; }
 
-$(AUDIT_VENV)/.installed: requirements-audit.txt | check-ca
+audit: sbom check-ca ## Fail on fixable HIGH/CRITICAL advisories in the images' Python packages (pip-audit, OSV; needs internet)
 	$(check_python)
-	rm -rf $(@D)
-	$(PYTHON) -m venv $(@D)
-	$(@D)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r $<
-	touch $@
-
-audit: sbom $(AUDIT_VENV)/.installed ## Fail on fixable HIGH/CRITICAL advisories in the images' Python packages (pip-audit, OSV; needs internet)
+	$(call cached_venv,$(AUDIT_VENV),requirements-audit.txt)
 	$(if $(CA_BUNDLE),REQUESTS_CA_BUNDLE=$(CA_BUNDLE)) $(AUDIT_VENV)/bin/python scripts/audit.py --pip-audit $(AUDIT_VENV)/bin/pip-audit \
 	  --allowlist docker/audit-allowlist.toml $(if $(filter 1,$(AUDIT_STRICT)),--strict) $(SBOM_DIR)/*/sbom.cdx.json
 
@@ -241,31 +268,30 @@ fault-report: check-python ## The fault scenarios under this launcher and the sa
 	DOCKER=$(DOCKER) PYTHONPATH=scripts:container/src $(PYTHON) tests/faults/report.py --launcher both --image $(CPU_TAG)
 
 CPU_TEST_TAG := $(IMAGE_REPO):cpu-test
-image-tests: ## Run tests/programs, tests/toolkit and tests/image inside the CPU image (its MXNet, Horovod, mpirun, sagemaker-training)
+image-tests: ## Run IMAGE_TESTS (tests/programs, tests/toolkit, tests/image) inside the CPU image (its MXNet, Horovod, mpirun, sagemaker-training)
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "image-tests: no image $(CPU_TAG); run make build first" >&2; exit 1; }
 	$(DOCKER) build -q -f tests/image/Dockerfile --build-arg IMAGE=$(CPU_TAG) -t $(CPU_TEST_TAG) \
 	  $(if $(CA_BUNDLE),--secret id=ca$(comma)src=$(CA_BUNDLE)) tests/image
 	$(DOCKER) run --rm -v $(CURDIR):/src:ro -w /src -e TESTS_MUST_NOT_SKIP=1 $(CPU_TEST_TAG) \
-	  python -m pytest -p no:cacheprovider --durations=20 tests/programs tests/toolkit tests/image
+	  python -m pytest $(pytest_selection) $(IMAGE_TESTS) || $(none_selected)
 
-# SageMaker Python SDK v2 and v3, each in its own venv (pinned in tests/sdk/requirements-v*.txt; a changed
-# file rebuilds its venv). Cold, 2 cores: about 40 s for v2, 2 min for v3 (it pulls in mlflow, pandas, pyarrow).
+# SageMaker Python SDK v2 and v3, each in its own venv (pinned in tests/sdk/requirements-v*.txt), links in
+# SDK_VENVS to venvs in VENV_CACHE like the tools' (a changed file gets a new venv). Cold, 2 cores: about 40 s for
+# v2, 2 min for v3 (it pulls in mlflow, pandas, pyarrow).
 SDK_VENVS ?= .cache
-.PHONY: sdk-tests
-$(SDK_VENVS)/sdk-%/.installed: tests/sdk/requirements-%.txt | check-ca
+.PHONY: sdk-tests sdk-venvs host-tests
+sdk-venvs: check-ca ## Make the SageMaker SDK v2 and v3 venvs of make sdk-tests (SDK_VENVS/sdk-v2, sdk-v3: links into VENV_CACHE)
 	$(check_python)
-	rm -rf $(@D)
-	$(PYTHON) -m venv $(@D)
-	$(@D)/bin/pip install --quiet --disable-pip-version-check $(pip_net_args) -r $<
-	touch $@
+	$(call cached_venv,$(SDK_VENVS)/sdk-v2,tests/sdk/requirements-v2.txt)
+	$(call cached_venv,$(SDK_VENVS)/sdk-v3,tests/sdk/requirements-v3.txt)
 
-sdk-tests: tools $(SDK_VENVS)/sdk-v2/.installed $(SDK_VENVS)/sdk-v3/.installed ## SDK local mode through the real SageMaker SDK v2 and v3: 2-host MNIST on $(IMAGE_REPO):cpu
+sdk-tests: tools sdk-venvs ## SDK local mode through the real SageMaker SDK v2 and v3: 2-host MNIST on $(IMAGE_REPO):cpu
 	@$(DOCKER) image inspect $(CPU_TAG) >/dev/null 2>&1 \
 	  || { echo "sdk-tests: no image $(CPU_TAG); run make build first" >&2; exit 1; }
 	DOCKER=$(DOCKER) IMAGE=$(CPU_TAG) TESTS_MUST_NOT_SKIP=1 \
 	  SDK_V2_PYTHON=$(abspath $(SDK_VENVS))/sdk-v2/bin/python SDK_V3_PYTHON=$(abspath $(SDK_VENVS))/sdk-v3/bin/python \
-	  $(PY) -m pytest -p no:cacheprovider tests/sdk
+	  $(PY) -m pytest $(pytest_selection) $(SDK_TESTS) || $(none_selected)
 
 check-python:
 	$(check_python)

@@ -52,6 +52,10 @@ class Scenario:
     max_seconds: float = 60.0  # fault to last exit
     check: Callable[[Context, object], list] | None = None  # extra checks: returns problems
     toolkit: bool = True  # does the scenario apply to the toolkit's runner
+    # Its verdict needs CPU time to spare (pytest mark `alone`: make test runs it by itself): a watch that must not
+    # fire while the work goes at the CPU's pace, or max_seconds less than about 5 times the CPU-bound part of the
+    # seconds measured on an idle machine (the part beyond the launcher's timeout: docs/faults.md's table).
+    alone: bool = False
 
 
 @dataclasses.dataclass

@@ -145,17 +145,17 @@ PS_SCENARIOS = [
                             r"MXNetError: .*bind failed"),
     Scenario("parameter server: a server stops answering", "both fail within 45 s of the stop (a 10 s progress "
              "timeout), naming a waiting worker", server_stopped("script"),
-             exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45,
+             exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45, alone=True,
              failure=WORKER_WAITED_ON_SERVERS + r"\(wait_to_read\) called from kvstore_sum\.py:\d+"),
     Scenario("parameter server: a server stops answering MNIST", "both fail within 45 s of the stop (a 10 s "
              "progress timeout), naming a waiting worker", server_stopped("mnist"),
-             exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45,
+             exits=(NONZERO, NONZERO), fault="injected", toolkit=False, max_seconds=45, alone=True,
              failure=WORKER_WAITED_ON_SERVERS + r"\(\w+\) called from"),
     Scenario("parameter server: workers sum 20 s, 10 s progress timeout", "success: waiting on the servers' "
              "answers, briefly, is not a hang",
              lambda ctx: ps_job(ctx, hps={"extra-steps": "150", "log-steps": "true", "wide-key": "true",
                                           "mpi_progress_timeout_s": "10"}),
-             exits=(0, 0), toolkit=False, max_seconds=120),
+             exits=(0, 0), toolkit=False, max_seconds=120, alone=True),
     Scenario("parameter server: a host's container killed", "the master stops the job, names algo-2",
              lambda ctx: ps_job(ctx, hps={"extra-steps": "600"}, during=kill_when_ps_training("algo-2")),
              exits=(1, KILLED), fault="injected", toolkit=False,

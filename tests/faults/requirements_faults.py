@@ -96,7 +96,7 @@ REQUIREMENTS_SCENARIOS = [
                  "installed from the pip.conf's index on every host, numpy held", compatible_and_replaced(backend),
                  exits=(0, 0), max_seconds=90, toolkit=False, check=installed_everywhere),
         Scenario(f"requirements.txt, {backend}: no index reachable", "both fail within 60 s naming the index",
-                 unreachable(backend), exits=(1, 1), max_seconds=60, toolkit=False,
+                 unreachable(backend), exits=(1, 1), max_seconds=60, toolkit=False, alone=True,
                  failure=rf"^setup failed on algo-1: {UNREACHABLE[backend]}",
                  worker_failure=rf"^setup failed on algo-2: {UNREACHABLE[backend]}"),
     )

@@ -156,7 +156,7 @@ SCENARIOS = [
              failure=MNIST_ERROR + r"Pipe mode needs one channel per rank: have train_0\.\.train_0, need 2"),
     Scenario("collective stalls: two ranks read one Pipe FIFO",
              "both fail within the stall timeout (10 s) + 2 checks, naming ranks 1, 3, the tensor and the Pipe fix",
-             pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45,
+             pipe_readers_stall, exits=(NONZERO, NONZERO), fault="rank", max_seconds=45, alone=True,
              failure=r"^Horovod stall: ranks 1 on algo-1, 3 on algo-2 never submitted horovod_allreduce\.step0, "
                      r"which the other ranks waited on .*Pipe mode.*own channel",
              worker_failure=r"^worker algo-2: the job failed on algo-1: Horovod stall: ranks 1 on algo-1, 3 on algo-2",
@@ -164,7 +164,7 @@ SCENARIOS = [
                                   ("algo-1", "algo-1-rank-1.txt", "in read_pipe_channel"))),
     Scenario("rank stuck outside any collective", "both fail within the progress timeout (10 s), naming rank 1, "
              "where it blocked, its last line and its last Horovod call",
-             rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30,
+             rank_hangs_outside_collectives, exits=(NONZERO, NONZERO), fault="rank", max_seconds=30, alone=True,
              failure=r"^no progress: rank 1 on algo-2 wrote no output, started no collective and did not compute for 10 s "
                      r"\(mpi_progress_timeout_s\); blocked in allreduce\.py:\d+ .*'rank 1: reading the next batch'; "
                      r"last Horovod call: allreduce$",
@@ -173,9 +173,9 @@ SCENARIOS = [
                                   ("algo-2", "algo-2-rank-1.txt", "os.read(never_written, 1)"))),
     Scenario("one rank works alone, within the timeouts", "success: rank 1 waits 16 s in a collective, silent, "
              "with a 6 s progress and 40 s stall timeout",
-             solo_work_within_timeouts, exits=(0, 0), max_seconds=120),
+             solo_work_within_timeouts, exits=(0, 0), max_seconds=120, alone=True),
     Scenario("network partition mid-allreduce", "both fail within 60 s, each naming the host it lost",
-             partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60,
+             partition_mid_allreduce, exits=(NONZERO, NONZERO), fault="injected", max_seconds=60, alone=True,
              failure=r"^worker algo-2 became unreachable during the job",
              worker_failure=r"^worker algo-2: lost contact with the master algo-1",
              # Each side writes its own ranks' stacks: the other is out of reach.

@@ -43,6 +43,7 @@ def test_two_kvstore_workers_train_as_two_horovod_ranks(tiny_mnist, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # both workers stopped within 20 s of the signal: a vote through the servers and a checkpoint
 def test_sigterm_to_one_worker_stops_both_with_a_checkpoint(tiny_mnist, tmp_path):
     args = ["--epochs", "3", "--batch-size", "10", "--log-interval", "5", "--kvstore", "dist_sync"]
     job = ParameterServerJob(tmp_path, mnist_argv(tmp_path, args), channels_env(tiny_mnist))
