@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cluster_jobs import DOCKER
 from local_job import Channel, JobSpec, run_job
-from test_rcnn_cluster import TINY
+from rcnn_cluster_jobs import TINY
 
 TRAIN_IMAGES, VAL_IMAGES = 16, 4
 HOSTS, RANKS_PER_HOST, ITERATIONS = 2, 2, 2
