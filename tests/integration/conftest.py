@@ -9,6 +9,7 @@ import subprocess
 
 import pytest
 from cluster_jobs import DOCKER
+from rcnn_cluster_jobs import RcnnJobs
 
 ALONE = {
     # The lateness the report measured against the delay the ranks measured; a host given half the CPU of the other.
@@ -39,3 +40,9 @@ def image():
     if found.returncode != 0:
         pytest.fail(f"image {name} not found: run `make build` first (or set IMAGE)")
     return name
+
+
+@pytest.fixture(scope="session")
+def rcnn_jobs(image, tmp_path_factory):
+    """Each R-CNN model's 2-host job and its restart, run once for the session when a test first asks for it."""
+    return RcnnJobs(image, tmp_path_factory.mktemp("rcnn-jobs"))

@@ -8,14 +8,15 @@ here the one case only a container shows, a LocalPath on a read-only mount."""
 
 import json
 import shutil
-import subprocess
 
 import pytest
-from cluster_jobs import DOCKER, synthetic_mnist
+from cluster_jobs import synthetic_mnist
 from local_job import Channel, JobSpec, run_job
+from rcnn_cluster_jobs import CKPT as RCNN_CKPT
+from rcnn_cluster_jobs import HOSTS, TB, host_dirs
+from rcnn_cluster_jobs import config_files as rcnn_config_files
 
-HOSTS = ("algo-1", "algo-2")
-CKPT, TB = "/checkpoints-custom/mnist", "/tensorboard-custom"  # LocalPaths: not SageMaker's defaults
+CKPT = "/checkpoints-custom/mnist"  # LocalPath: not SageMaker's default
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +26,7 @@ def mnist_data(image, tmp_path_factory):
 
 def config_files():
     """What SageMaker writes for checkpoint_s3_uri + checkpoint_local_path and a TensorBoardOutputConfig."""
-    return {"checkpointconfig.json": json.dumps({"LocalPath": CKPT, "S3Uri": "s3://bucket/job/checkpoints"}),
-            "tensorboardoutputconfig.json": json.dumps({"LocalPath": TB, "S3OutputPath": "s3://bucket/job/tb"})}
+    return rcnn_config_files(CKPT, TB)
 
 
 def mnist_run(image, mnist_data, workdir, mounts, epochs, hps=None):
@@ -37,16 +37,6 @@ def mnist_run(image, mnist_data, workdir, mounts, epochs, hps=None):
                    channels=[Channel("train", mnist_data / "train"), Channel("test", mnist_data / "test")],
                    host_mounts={host: [(ckpt, CKPT, "rw"), (tb, TB, "rw")] for host, (ckpt, tb) in mounts.items()})
     return run_job(spec, workdir)
-
-
-def host_dirs(root):
-    dirs = {}
-    for host in HOSTS:
-        ckpt, tb = root / host / "ckpt", root / host / "tb"
-        ckpt.mkdir(parents=True)
-        tb.mkdir(parents=True)
-        dirs[host] = (ckpt, tb)
-    return dirs
 
 
 def epochs_trained(logs):
@@ -99,41 +89,22 @@ def test_a_read_only_local_path_fails_every_host_at_start_with_exit_2(image, mni
         assert [p.name for p in ckpt.iterdir()] == ["checkpoint-epoch-0001.json"]
 
 
-# The smallest R-CNN settings that still run the whole model (tests/integration/test_rcnn_cluster.py).
-RCNN_TINY = {"pretrained-base": "false", "short": "256", "max-size": "320", "num-workers": "0",
-             "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1", "max-iterations-per-epoch": "1",
-             "mpi_peer_timeout_s": "60"}
-
-
 @pytest.mark.parametrize("program", ["faster_rcnn", "mask_rcnn"])
-def test_a_restarted_rcnn_job_resumes_from_local_path_on_two_hosts(image, tmp_path, program):
-    coco = tmp_path / "coco"
-    # No validation split: the resume is what is tested, validation has its own tests.
-    subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco",
-                    "--train", "4", "--val", "0"], check=True, capture_output=True)
-
-    def rcnn_run(name, dirs, epochs):
-        spec = JobSpec(image=image, hosts=2, timeout_s=900, config_files=config_files(),
-                       hyperparameters={"sagemaker_program": program, "epochs": str(epochs), **RCNN_TINY},
-                       channels=[Channel("train", coco)],
-                       host_mounts={host: [(ckpt, CKPT, "rw"), (tb, TB, "rw")] for host, (ckpt, tb) in dirs.items()})
-        return run_job(spec, tmp_path / name / "job")
-
-    first_dirs = host_dirs(tmp_path / "first")
-    first = rcnn_run("first", first_dirs, epochs=1)
-    assert first.exit_codes == [0, 0], first.describe()
-    ckpt, tb = first_dirs["algo-1"]
+def test_a_restarted_rcnn_job_resumes_from_local_path_on_two_hosts(rcnn_jobs, program):
+    # Each model's 2-host job of test_rcnn_cluster.py (rcnn_cluster_jobs.py): its first run trains epoch 0 and
+    # validates with the two config files; the restart has new containers, a fresh /opt/ml, the same config and
+    # epochs=2, and algo-1's checkpoints restored into every host's LocalPath.
+    first = rcnn_jobs.first(program)
+    assert first.result.exit_codes == [0, 0], first.result.describe()
+    ckpt, tb = first.dirs["algo-1"]
     params = sorted(p.name for p in ckpt.iterdir() if p.suffix == ".params")
     assert len(params) == 1 and params[0].endswith("-epoch-0001.params"), params
     assert any(p.name.startswith("events.out.tfevents") for p in tb.iterdir()), list(tb.iterdir())
-    assert not any((first.master.root / "checkpoints").iterdir())
+    assert not any((first.result.master.root / "checkpoints").iterdir())
 
-    second_dirs = host_dirs(tmp_path / "second")
-    for host_ckpt, _ in second_dirs.values():
-        shutil.copytree(ckpt, host_ckpt, dirs_exist_ok=True)
-    second = rcnn_run("second", second_dirs, epochs=2)
+    second = rcnn_jobs.restarted(program).result
     assert second.exit_codes == [0, 0], second.describe()
     stem = params[0][:-len(".params")]
-    assert f"{program}: resumed from checkpoint {CKPT}/{stem}.params at epoch 1" in second.master.logs
+    assert f"{program}: resumed from checkpoint {RCNN_CKPT}/{stem}.params at epoch 1" in second.master.logs
     trained = {line.split("epoch=")[1].split()[0] for line in second.master.logs.splitlines() if " iter=" in line}
     assert trained == {"1"}, second.master.logs[-3000:]

@@ -12,6 +12,7 @@ import subprocess
 import pytest
 from cluster_jobs import DOCKER, run, synthetic_mnist
 from local_job import Channel, JobSpec, run_job
+from rcnn_cluster_jobs import TINY
 from test_diagnostics_cluster import complete_dumps, wait_for
 
 PS = {"sagemaker_program": "kvstore_sum.py", "sagemaker_parameter_server_enabled": "true"}
@@ -134,14 +135,13 @@ def test_builtin_mnist_with_kvstore_dist_sync(image, tmp_path, mnist_data):
 
 
 def test_builtin_faster_rcnn_with_kvstore_dist_sync(image, tmp_path):
-    # The smallest settings that still run the whole model and its validation (tests/integration/test_rcnn_cluster.py):
-    # the validation's results are gathered over the servers (kvstore_workers.allgather_object).
+    # The smallest settings that still run the whole model and its validation (rcnn_cluster_jobs.py: one iteration),
+    # one val image per worker: the validation's results are gathered over the servers
+    # (kvstore_workers.allgather_object).
     coco = tmp_path / "coco"
-    subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco"],
-                   check=True, capture_output=True)
-    hps = {"sagemaker_program": "faster_rcnn", "kvstore": "dist_sync", "pretrained-base": "false", "short": "256",
-           "max-size": "320", "num-workers": "0", "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1",
-           "epochs": "1", "max-iterations-per-epoch": "2"}
+    subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco",
+                    "--train", "2", "--val", "2"], check=True, capture_output=True)
+    hps = {"sagemaker_program": "faster_rcnn", "kvstore": "dist_sync", **TINY}
     result = run_job(JobSpec(image=image, hosts=2, hyperparameters=hps, channels=[Channel("train", coco)],
                              timeout_s=900), tmp_path / "job")
     assert result.exit_codes == [0, 0], result.describe()
@@ -149,4 +149,4 @@ def test_builtin_faster_rcnn_with_kvstore_dist_sync(image, tmp_path):
     assert "train: started scheduler, server 0, worker 0" in logs
     assert re.search(r"faster_rcnn: model=\S+ world_size=2 ", logs) and "val_bbox_map=" in logs, logs[-3000:]
     info = json.loads((result.master.root / "model" / "model.json").read_text())
-    assert info["world_size"] == 2 and info["history"][-1]["val_images"] > 0, info
+    assert info["world_size"] == 2 and info["history"][-1]["val_images"] == 2, info

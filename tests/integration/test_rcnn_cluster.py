@@ -1,67 +1,27 @@
 """Faster and Mask R-CNN as SageMaker runs them: 2 hosts x 1 rank on a tiny synthetic COCO-format set of one's own
 classes (not COCO's: two, one name with a space, ids 7 and 4), train + validate + export, no code; a val file whose
 categories disagree stops the job at start with both files named in /opt/ml/output/failure. (COCO's own 80 on 2 hosts:
-test_parameter_server_cluster.py's R-CNN job.)"""
+test_parameter_server_cluster.py's R-CNN job.) Each model's job is the first run of the one
+test_output_config_cluster.py restarts (rcnn_cluster_jobs.py)."""
 
 import json
 import re
 import shutil
-import subprocess
 
 import pytest
-from cluster_jobs import DOCKER
 from local_job import Channel, JobSpec, run_job
-
-# Smallest settings that still run the whole model (see tests/programs/rcnn/helpers.py).
-TINY = {"pretrained-base": "false", "short": "256", "max-size": "320", "num-workers": "0",
-        "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1", "epochs": "1",
-        "max-iterations-per-epoch": "2"}
-
-
-CLASSES = ["big ship", "tug"]
-CATEGORIES = [{"id": 7, "name": "big ship"}, {"id": 4, "name": "tug"}]  # synth-data's ids: 3 (K - i) + 1
-
-
-@pytest.fixture(scope="module")
-def coco(image, tmp_path_factory):
-    root = tmp_path_factory.mktemp("coco")
-    subprocess.run([DOCKER, "run", "--rm", "-v", f"{root}:/data", image, "synth-data", "coco", "/data", "--classes",
-                    ",".join(CLASSES)], check=True, capture_output=True)
-    return root
-
-
-# Every process of the container that runs a rank of the R-CNN programs: (its rank, the world size), as Open MPI
-# gave it to the process. Read from /proc, not from the launcher or the program.
-RANKS_HERE = r"""
-import json, os
-found = set()
-for pid in filter(str.isdigit, os.listdir('/proc')):
-    try:
-        cmdline = open(f'/proc/{pid}/cmdline', 'rb').read()
-        environ = dict(v.split(b'=', 1) for v in open(f'/proc/{pid}/environ', 'rb').read().split(b'\0') if b'=' in v)
-    except OSError:
-        continue
-    if b'rcnn' in cmdline and b'OMPI_COMM_WORLD_RANK' in environ:
-        found.add((int(environ[b'OMPI_COMM_WORLD_RANK']), int(environ[b'OMPI_COMM_WORLD_SIZE'])))
-print(json.dumps(sorted(found)))
-"""
+from rcnn_cluster_jobs import CATEGORIES, CLASSES, TINY
 
 
 @pytest.mark.parametrize("program", ["faster_rcnn", "mask_rcnn"])
-def test_two_hosts_train_and_validate(image, coco, tmp_path, program):
-    ranks_on = {}
-
-    def where_the_ranks_run(job):
-        job.wait_for_log("algo-1", "epoch=0 iter=1 ", timeout=600)  # training under way: every rank is up
-        for host in ("algo-1", "algo-2"):
-            ranks_on[host] = json.loads(job.exec(host, "python3", "-c", RANKS_HERE).stdout)
-
-    spec = JobSpec(image=image, hosts=2, hyperparameters={"sagemaker_program": program, **TINY},
-                   channels=[Channel("train", coco)], timeout_s=900, during=where_the_ranks_run)
-    result = run_job(spec, tmp_path)
+def test_two_hosts_train_and_validate(rcnn_jobs, program):
+    # The first run of the job test_output_config_cluster.py restarts (rcnn_cluster_jobs.py): its checkpoints and
+    # TensorBoard files go to the LocalPaths of checkpointconfig.json and tensorboardoutputconfig.json.
+    run = rcnn_jobs.first(program)
+    result = run.result
     assert result.exit_codes == [0, 0] and result.during_error is None, result.describe()
     # 2 hosts x 1 rank: one rank of a world of 2 on each host, and the program trained as that world.
-    assert ranks_on == {"algo-1": [[0, 2]], "algo-2": [[1, 2]]}, ranks_on
+    assert run.ranks_on == {"algo-1": [[0, 2]], "algo-2": [[1, 2]]}, run.ranks_on
     logs = result.master.logs
     assert re.search(rf"{program}: model=\S+ world_size=2 ", logs), logs[-3000:]
     assert f"{program}: 2 classes, the train annotation file's categories in its order: 'big ship' (id 7), 'tug' " \
@@ -77,12 +37,12 @@ def test_two_hosts_train_and_validate(image, coco, tmp_path, program):
     assert [e["class"] for e in metrics["best"]["class_ap"]] == CLASSES, metrics
     saved = {p.name for p in model_dir.iterdir()}
     assert {"model-symbol.json", "model-0000.params", "model.json"} <= saved, saved
-    assert any(p.suffix == ".params" for p in (result.master.root / "checkpoints").rglob("*")), "no checkpoint"
+    assert any(p.suffix == ".params" for p in run.dirs["algo-1"][0].rglob("*")), "no checkpoint"
 
 
-def test_val_categories_that_disagree_stop_the_job_at_start(image, coco, tmp_path):
+def test_val_categories_that_disagree_stop_the_job_at_start(image, rcnn_jobs, tmp_path):
     data = tmp_path / "data"
-    shutil.copytree(coco, data)
+    shutil.copytree(rcnn_jobs.coco, data)
     val = data / "annotations" / "instances_val2017.json"
     annotations = json.loads(val.read_text())
     annotations["categories"][1]["name"] = "tugboat"
