@@ -39,7 +39,8 @@ def first_epoch(coco, tmp_path_factory):
     iterations on the coco fixture's data and validated, with a SageMaker Debugger hook configuration saving weights,
     gradients and losses every step into debugger/tensors beside its workdir. Run once per model, on first use, for
     test_training.py (its outputs, then a resume in the same dirs) and test_training_debugger.py (the tensors): one
-    run where there were two, each a process start, MXNet's import and two ResNet-50 iterations."""
+    run where there were two, each a process start, MXNet's import and two ResNet-50 iterations). At the wiring tests'
+    cheap settings (helpers.py's WIRING_ARGS and SMALL_MODEL, through recorded_run.py)."""
     from programs.test_debugger import WEIGHTS_AND_LOSSES, hook_env
 
     jobs = {}
@@ -48,8 +49,8 @@ def first_epoch(coco, tmp_path_factory):
         if model not in jobs:
             root = tmp_path_factory.mktemp(f"first-epoch-{model}")
             env = {**rcnn_helpers.channel_env(coco), **hook_env(root / "debugger", WEIGHTS_AND_LOSSES)}
-            args = [*rcnn_helpers.TINY_ARGS, "--max-iterations-per-epoch", "2", "--epochs", "1"]
-            jobs[model] = rcnn_helpers.run(model, root / "job", args, env=env, timeout=900)
+            args = [*rcnn_helpers.WIRING_ARGS, "--max-iterations-per-epoch", "2", "--epochs", "1"]
+            jobs[model] = rcnn_helpers.run_cheap(model, root / "job", args, env=env, timeout=900)
         return jobs[model]
 
     return run

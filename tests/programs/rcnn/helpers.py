@@ -9,6 +9,7 @@ model store at a closed local port.
 import functools
 import importlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -75,7 +76,7 @@ def rank_pids(sid, timeout=60):
                     cmdline = f.read()
             except OSError:
                 continue
-            if b"OMPI_COMM_WORLD_RANK" in environ and b"rcnn.py" in cmdline:
+            if b"OMPI_COMM_WORLD_RANK" in environ and (b"rcnn.py" in cmdline or b"recorded_run.py" in cmdline):
                 rank = int(environ[b"OMPI_COMM_WORLD_RANK"])
                 ranks[rank] = min(pid, ranks.get(rank, pid))  # a DataLoader worker is a younger child
         if ranks:
@@ -166,6 +167,26 @@ SMALL_ARGS = ["--pretrained-base", "false", "--short", str(SMALL), "--max-size",
               "--num-workers", "0", "--log-interval", "1", "--rpn-test-post-nms", "50", "--lr", "0.16",
               "--lr-warmup", "2", "--save-interval", "0", "--tensorboard", "false"]
 SOURCE_EPOCHS = 4  # of 2 iterations (4 images, 2 a batch)
+
+
+# The wiring tests' runs (what a run does: trains, validates, resumes, splits a channel, stops on SIGTERM; not what it
+# learns): TINY_ARGS's settings at short side SMALL and SMALL_MODEL's model, through recorded_run.py (the program's
+# main), about 1.5 s an image-iteration instead of 10. max-size 208: the coco fixture's 200-320 px images keep short side
+# SMALL (at most 1.6 : 1, so 205 px long), so the smallest input has SMALL_MODEL's 960 proposals in anchors.
+WIRING_ARGS = ["--pretrained-base", "false", "--short", str(SMALL), "--max-size", "208", "--num-workers", "0",
+               "--rpn-test-post-nms", "50", "--lr-warmup", "2", "--log-interval", "1"]
+
+
+def start_cheap(model, workdir, args=(), env=None, ranks=1):
+    """`start` through recorded_run.py with SMALL_MODEL (its PYTHONPATH after `env`'s)."""
+    command, path = recorded_run(model, **SMALL_MODEL)
+    env = dict(env or {})
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), path["PYTHONPATH"]]))
+    return start(model, workdir, args, env=env, ranks=ranks, command=command)
+
+
+def run_cheap(model, workdir, args=(), env=None, ranks=1, timeout=600):
+    return start_cheap(model, workdir, args, env, ranks).wait(timeout)
 
 
 def run_small(workdir, data, args, env=None, start_only=False):
