@@ -150,6 +150,10 @@ def test_v3_model_trainer_with_mpi(run_sdk, image, train_channel, tmp_path):
 
 
 
+# alone (docs/testing.md): local mode's `docker compose up --abort-on-container-exit` stops the other hosts once one
+# exits: when the worker's launcher has not exited by then (it learns of the failure from the master), compose's SIGTERM
+# makes its exit 143, not 2. Seen once in make test's host lane at load 6-8 beside the image's tests.
+@pytest.mark.alone
 def test_v3_model_trainer_failing_script_raises(run_sdk, image, train_channel, tmp_path):
     """A hyperparameter the script does not know: every rank's argparse exits 2, the SDK raises, and the
     failure file names the rank and its error."""
