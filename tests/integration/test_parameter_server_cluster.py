@@ -24,6 +24,7 @@ def worker_records(result):
             for host in result.hosts for path in (host.root / "model").glob("worker-*.json")}
 
 
+@pytest.mark.alone  # the whole job's seconds bounded where 5 or 9 processes import MXNet and train
 def test_two_hosts_one_worker_each_as_awss_toolkit(image, tmp_path):
     result = run(image, tmp_path, hps={**PS, "epochs": "1"})
     assert result.exit_codes == [0, 0], result.describe()
@@ -58,6 +59,7 @@ WHAT_EACH_WORKER_GETS = {"OMP_NUM_THREADS": "3", "HOROVOD_STALL_CHECK_TIME_SECON
                          "HOROVOD_FUSION_THRESHOLD": str(8 * 1024 * 1024)}  # the last: a launcher hyperparameter's
 
 
+@pytest.mark.alone  # the whole job's seconds bounded where 5 or 9 processes import MXNet and train
 def test_three_hosts_two_workers_each_and_two_servers_and_the_users_variables_win(image, tmp_path):
     result = run(image, tmp_path, hosts=3, hps={**PS, "sagemaker_mpi_num_of_processes_per_host": "2",
                                                 "sagemaker_parameter_server_num_servers": "2",
