@@ -67,6 +67,17 @@ class CheckpointManager:
                 return state, stem
         return None, None
 
+    def states(self):
+        """The state dicts of the retained checkpoints, oldest first (an unreadable one left out)."""
+        found = []
+        for _, stem in self._listing():
+            try:
+                with open(stem + ".json") as f:
+                    found.append(json.load(f))
+            except (OSError, ValueError):
+                continue
+        return found
+
     def _prune(self):
         for _, stem in self._listing()[:-self.keep]:
             # JSON first: a crash mid-prune must not leave a committed checkpoint with missing files.

@@ -36,3 +36,11 @@ def test_checkpoint_without_its_files_is_skipped(tmp_path):
     (tmp_path / "checkpoint-epoch-0003.json").write_text("{truncated")
     state, _ = manager.latest()
     assert state["epoch"] == 1
+
+
+def test_states_are_the_retained_checkpoints_oldest_first(tmp_path):
+    manager = CheckpointManager(str(tmp_path), keep=2)
+    for epoch, best in ((1, 0), (2, 0), (3, 2)):
+        manager.save(epoch, {"best_epoch": best}, {"params": _writer(f"e{epoch}")})
+    (tmp_path / "checkpoint-epoch-0004.json").write_text("{truncated")
+    assert [(s["epoch"], s["best_epoch"]) for s in manager.states()] == [(2, 0), (3, 2)]

@@ -14,6 +14,7 @@ from mxnet_programs import sagemaker_env as sm
 from mxnet_programs.metrics import format_metrics
 from mxnet_programs.process import ProgramError, run_main, warn
 from mxnet_programs.rcnn import anchors, cli, data, evaluation, finetune, inputs, launch, model_files, pretrained
+from mxnet_programs.rcnn.best_weights import BestCopies
 from mxnet_programs.rcnn.parameters import cast_to_float16, decay_biases
 from mxnet_programs.rcnn.schedule import learning_rate
 from mxnet_programs.rcnn.train_step import TrainStep
@@ -77,6 +78,7 @@ class RcnnTraining:
         session.debugger.register(self.net, self.train_step.loss_blocks())
         session.open_checkpoints(config.checkpoint_dir, self.net_name, config.keep_checkpoints)
         self.best_map, self.best_epoch, self.history = -1.0, None, []
+        self.best_copies = BestCopies(config.checkpoint_dir, self.net_name)  # the best weights, for a restarted job
         state, stem = session.resume(self.net, self.trainer, self.ctx) if config.resume else (None, None)
         self.start_epoch, self.skip_batches = start_position(state)
         if state is not None:
@@ -172,6 +174,11 @@ class RcnnTraining:
         self.best_map = float(state.get("best_map", -1.0))
         self.best_epoch = state.get("best_epoch")
         self.history = list(state.get("history", []))
+        best = model_files.params_path(self.config.model_dir, self.net_name, "best")
+        if s.rank == 0 and self.best_epoch is not None and not self.best_copies.restore(best, self.best_epoch):
+            warn(self.model.prog, f"the best epoch's weights (epoch {self.best_epoch}) are in neither the checkpoints "
+                                  f"nor {best}: the best is taken from the epochs from here")
+            self.best_map, self.best_epoch = -1.0, None
         if state.get("world_size") != s.size or state.get("per_rank_batch") != self.per_rank_batch:
             warn(self.model.prog, f"checkpoint was written with {state.get('world_size')} ranks x "
                                   f"{state.get('per_rank_batch')} images; now {s.size} x {self.per_rank_batch}: "
@@ -233,6 +240,8 @@ class RcnnTraining:
             if record.get(model.main_metric) is not None and record[model.main_metric] > self.best_map:
                 self.best_map, self.best_epoch = record[model.main_metric], epoch
                 self.save_model("best")
+                if s.rank == 0:
+                    self.best_copies.keep(self.net, epoch)
             if epoch == last_epoch or stop_now or (config.save_interval and (epoch + 1) % config.save_interval == 0):
                 self.save_checkpoint(epoch + 1)
             if stop_now and epoch < last_epoch:
@@ -297,6 +306,9 @@ class RcnnTraining:
         state = {"net": self.net_name, "per_rank_batch": self.per_rank_batch, "steps_per_epoch": self.steps,
                  "best_map": self.best_map, "best_epoch": self.best_epoch, "history": self.history}
         self.session.save_checkpoint(self.net, self.trainer, epochs_done, state, batch=batch)
+        if self.session.rank == 0:
+            in_use = {saved.get("best_epoch") for saved in self.session.checkpoints.states()} | {self.best_epoch}
+            self.best_copies.prune(in_use)
 
     def save_model(self, tag):
         """Rank 0: <model>-<tag>.params and the files that describe it (model_files)."""
