@@ -21,6 +21,16 @@ from local_job import Channel, JobSpec, run_job
 TINY = {"pretrained-base": "false", "short": "256", "max-size": "320", "num-workers": "0",
         "rpn-test-post-nms": "50", "lr-warmup": "2", "log-interval": "1", "epochs": "1",
         "max-iterations-per-epoch": "1"}
+# Cheaper still, for the jobs that run once (FastFile, the parameter server): what a run costs is mostly the RoIs
+# through ResNet-50's last stage (the RCNN head: 128 an image in training, as many as the proposals in validation),
+# the rest the backbone over the image. The model zoo's RPN keeps 2000 proposals an image in training, so each
+# training image needs that many anchors: 15 a cell of the stride-16 feature map, 144 cells (2160) at short side 192.
+# synth-data's images are 213-320 px a side (at most 1.5 : 1): at max-size 256 the smallest feature map is 12 x 12
+# (a square image) and the longest image 171 x 256 px (11 x 16 cells). 10 proposals an image in validation instead of
+# 50 (so at most 10 detections, and Mask R-CNN's masks). Not the restarted job's yet: its export needs the restart's
+# epoch to beat the first run's mAP (0 for both at these settings with 2 val images), as the program keeps the best
+# epoch's weights only in /opt/ml/model, which a restart does not restore (docs/testing.md).
+CHEAP = {**TINY, "short": "192", "max-size": "256", "rpn-test-post-nms": "10"}
 
 CLASSES = ["big ship", "tug"]
 CATEGORIES = [{"id": 7, "name": "big ship"}, {"id": 4, "name": "tug"}]  # synth-data's ids: 3 (K - i) + 1
