@@ -62,13 +62,25 @@ def gradient_dtypes(timeline):
             and re.match(r"horovod_allreduce\.\d", names.get(e["pid"], ""))}
 
 
-def test_gradient_compression_sends_float16_gradients_and_still_learns(image, mnist_data, tmp_path):
+@pytest.fixture(scope="module")
+def sharded_fp16_job(image, mnist_data, tmp_path_factory):
+    """One 2-epoch job for two tests that each check their own part of it: ShardedByS3Key channels (each host holds a
+    different half of train and test) and horovod_gradient_compression=fp16 with rank 0's Horovod timeline. Neither
+    setting touches what the other's test reads: which samples a rank reads, and how its gradients are sent."""
+    parts = mnist_data / "parts"
+    hosts = ["algo-1", "algo-2"]
+    channels = [Channel(name, parts / f"{name}_0", distribution="ShardedByS3Key",
+                        host_sources={host: parts / f"{name}_{i}" for i, host in enumerate(hosts)})
+                for name in ("train", "test")]
+    return mnist_job(image, tmp_path_factory.mktemp("sharded-fp16"), channels, epochs="2",
+                     hps={"horovod_gradient_compression": "fp16", "horovod_timeline": "true"})
+
+
+def test_gradient_compression_sends_float16_gradients_and_still_learns(sharded_fp16_job):
     """horovod_gradient_compression=fp16: the built-in program's DistributedTrainer, which chooses no compression,
     allreduces float16 gradients (rank 0's Horovod timeline records each allreduced tensor's dtype; without the
     hyperparameter its gradients are float32), and MNIST still learns."""
-    data = mnist_data / "mnist"
-    result = mnist_job(image, tmp_path, [Channel("train", data / "train"), Channel("test", data / "test")],
-                       epochs="2", hps={"horovod_gradient_compression": "fp16", "horovod_timeline": "true"})
+    result = sharded_fp16_job
     assert result.exit_codes == [0, 0], result.describe()
     assert "HOROVOD_GRADIENT_COMPRESSION=fp16 (horovod_gradient_compression" in result.master.logs
     assert "hvd.DistributedTrainer compresses gradients to fp16" in result.master.logs
@@ -77,16 +89,11 @@ def test_gradient_compression_sends_float16_gradients_and_still_learns(image, mn
     assert history[-1]["val_accuracy"] >= 0.9, history
 
 
-def test_sharded_by_s3_key_channels_train_every_sample_once_per_epoch(image, mnist_data, tmp_path):
+def test_sharded_by_s3_key_channels_train_every_sample_once_per_epoch(sharded_fp16_job):
     """Each host holds a different half of train and test (ShardedByS3Key), 1 rank per host: each rank reads
     its host's whole part, so every epoch trains on all 6000 samples once and validates on all 1000 (split by
     global rank, as for a FullyReplicated channel, each rank would read half of its host's half)."""
-    parts = mnist_data / "parts"
-    hosts = ["algo-1", "algo-2"]
-    channels = [Channel(name, parts / f"{name}_0", distribution="ShardedByS3Key",
-                        host_sources={host: parts / f"{name}_{i}" for i, host in enumerate(hosts)})
-                for name in ("train", "test")]
-    result = mnist_job(image, tmp_path, channels, epochs="2")
+    result = sharded_fp16_job
     assert result.exit_codes == [0, 0], result.describe()
     logs = result.master.logs
     assert "channel 'train' is ShardedByS3Key" in logs and "channel 'test' is ShardedByS3Key" in logs, logs

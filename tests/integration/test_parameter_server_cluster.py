@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from cluster_jobs import DOCKER, run, synthetic_mnist
 from local_job import Channel, JobSpec, run_job
-from rcnn_cluster_jobs import TINY
+from rcnn_cluster_jobs import CHEAP
 from test_diagnostics_cluster import complete_dumps, wait_for
 
 PS = {"sagemaker_program": "kvstore_sum.py", "sagemaker_parameter_server_enabled": "true"}
@@ -143,7 +143,7 @@ def test_builtin_faster_rcnn_with_kvstore_dist_sync(image, tmp_path):
     coco = tmp_path / "coco"
     subprocess.run([DOCKER, "run", "--rm", "-v", f"{tmp_path}:/data", image, "synth-data", "coco", "/data/coco",
                     "--train", "2", "--val", "2"], check=True, capture_output=True)
-    hps = {"sagemaker_program": "faster_rcnn", "kvstore": "dist_sync", **TINY}
+    hps = {"sagemaker_program": "faster_rcnn", "kvstore": "dist_sync", **CHEAP}
     result = run_job(JobSpec(image=image, hosts=2, hyperparameters=hps, channels=[Channel("train", coco)],
                              timeout_s=900), tmp_path / "job")
     assert result.exit_codes == [0, 0], result.describe()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cluster_jobs import DOCKER
 from local_job import Channel, JobSpec, run_job
-from rcnn_cluster_jobs import TINY
+from rcnn_cluster_jobs import CHEAP
 
 TRAIN_IMAGES, VAL_IMAGES = 16, 4
 # One iteration: each rank opens the one image it trains on and no other (that the ranks' batches of an epoch are
@@ -51,7 +51,7 @@ def channel_opens(host_root):
 
 
 def test_fastfile_channel_is_read_once_per_host_and_lazily(image, shim, coco, tmp_path):
-    hps = {"sagemaker_program": "faster_rcnn", **TINY, "max-iterations-per-epoch": str(ITERATIONS),
+    hps = {"sagemaker_program": "faster_rcnn", **CHEAP, "max-iterations-per-epoch": str(ITERATIONS),
            "sagemaker_mpi_num_of_processes_per_host": str(RANKS_PER_HOST),
            "sagemaker_mpi_custom_mpi_options": "-x LD_PRELOAD -x OPEN_LOG"}  # the worker's ranks need them too
     spec = JobSpec(image=image, hosts=HOSTS, hyperparameters=hps, timeout_s=900,
