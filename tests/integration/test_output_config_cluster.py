@@ -97,14 +97,16 @@ def test_a_restarted_rcnn_job_resumes_from_local_path_on_two_hosts(rcnn_jobs, pr
     first = rcnn_jobs.first(program)
     assert first.result.exit_codes == [0, 0], first.result.describe()
     ckpt, tb = first.dirs["algo-1"]
+    # Epoch 1's checkpoint, and the best epoch's weights beside it (what a restart's export needs: /opt/ml/model is new)
     params = sorted(p.name for p in ckpt.iterdir() if p.suffix == ".params")
-    assert len(params) == 1 and params[0].endswith("-epoch-0001.params"), params
+    assert len(params) == 2 and params[1].endswith("-epoch-0001.params"), params
+    assert params[0] == params[1].replace("-epoch-", "-best-epoch-"), params
     assert any(p.name.startswith("events.out.tfevents") for p in tb.iterdir()), list(tb.iterdir())
     assert not any((first.result.master.root / "checkpoints").iterdir())
 
     second = rcnn_jobs.restarted(program).result
     assert second.exit_codes == [0, 0], second.describe()
-    stem = params[0][:-len(".params")]
+    stem = params[1][:-len(".params")]
     assert f"{program}: resumed from checkpoint {RCNN_CKPT}/{stem}.params at epoch 1" in second.master.logs
     trained = {line.split("epoch=")[1].split()[0] for line in second.master.logs.splitlines() if " iter=" in line}
     assert trained == {"1"}, second.master.logs[-3000:]
