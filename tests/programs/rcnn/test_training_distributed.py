@@ -47,7 +47,7 @@ WD = 1e-4  # the programs' default
 # GRADIENT_SHARE. Measured 0.9997 or more for every trainable weight of both models with FIRST_STEP_MODEL, seeds 14,
 # 18 and 21 (1.00 with the model zoo's 128 RoIs; decay is at most 2% of a change); with rcnn_box's loss cut from the
 # graph (rcnn_box.sum().detach() in train_step.py, in a copy) the box predictor's weight 0.02 and its bias 0 (unchanged;
-# Faster R-CNN, as with 128 RoIs), while test_training_learns.py, which cannot assert rcnn_box, still passes.
+# both models, as with 128 RoIs), while test_training_learns.py, which cannot assert rcnn_box, still passes.
 GRADIENT_SHARE = 0.5
 
 
