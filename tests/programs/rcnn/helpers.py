@@ -35,6 +35,11 @@ TINY_ARGS = ["--pretrained-base", "false", "--short", "256", "--max-size", "320"
              "--rpn-test-post-nms", "50", "--lr-warmup", "2", "--log-interval", "1"]
 
 
+def replaced(args, values):
+    """`args` with the value after each flag in `values` replaced by the flag's value there."""
+    return [values.get(args[i - 1], value) if i else value for i, value in enumerate(args)]
+
+
 @functools.cache
 def dev_venv_problem():
     for module in ("numpy", "mxnet", "gluoncv", "pycocotools", "PIL"):
@@ -175,8 +180,7 @@ SOURCE_EPOCHS = 4  # of 2 iterations (4 images, 2 a batch)
 # learns): TINY_ARGS's settings at short side SMALL and SMALL_MODEL's model, through recorded_run.py (the program's
 # main), about 1.5 s an image-iteration instead of 10. max-size 208: the coco fixture's 200-320 px images keep short side
 # SMALL (at most 1.6 : 1, so 205 px long), so the smallest input has SMALL_MODEL's 960 proposals in anchors.
-WIRING_ARGS = ["--pretrained-base", "false", "--short", str(SMALL), "--max-size", "208", "--num-workers", "0",
-               "--rpn-test-post-nms", "50", "--lr-warmup", "2", "--log-interval", "1"]
+WIRING_ARGS = replaced(TINY_ARGS, {"--short": str(SMALL), "--max-size": "208"})
 
 
 def start_cheap(model, workdir, args=(), env=None, ranks=1):
@@ -193,10 +197,9 @@ def run_cheap(model, workdir, args=(), env=None, ranks=1, timeout=600):
 
 def run_small(workdir, data, args, env=None, start_only=False):
     """Mask R-CNN through recorded_run.py (deterministic, SMALL_MODEL) on `data`, one process of one thread."""
-    command, path = recorded_run("mask", **SMALL_MODEL)
     dirs = ["--checkpoint-dir", str(workdir / "checkpoints"), "--model-dir", str(workdir / "model")]
-    env = {**channel_env(data), **path, "OMP_NUM_THREADS": "1", **(env or {})}
-    job = start("mask", workdir, [*SMALL_ARGS, *dirs, *args], env=env, command=command)
+    env = {**channel_env(data), "OMP_NUM_THREADS": "1", **(env or {})}
+    job = start_cheap("mask", workdir, [*SMALL_ARGS, *dirs, *args], env=env)
     return job if start_only else job.wait(900)
 
 

@@ -281,9 +281,7 @@ def test_failing_dataloader_worker_on_one_rank_ends_the_job(train_only, tmp_path
     (first,) = rcnn_data.epoch_batches(np, 8, ratios, 233, 0, 1, 2, 1, steps)[0]
     # dataset index i is the i-th image by id (all 8 are usable); ids start at 1
     (data / "train2017" / f"{first + 1:012d}.jpg").write_bytes(b"this is not a jpeg")
-    args = [a if a != "0" or i == 0 or h.TINY_ARGS[i - 1] != "--num-workers" else "1"
-            for i, a in enumerate(h.TINY_ARGS)]
-    assert args[args.index("--num-workers") + 1] == "1"
+    args = h.replaced(h.TINY_ARGS, {"--num-workers": "1"})
     # The run's deadline is the bound on "nothing hangs" (generous: rank 1 fails at its first batch).
     job = h.run("mask", tmp_path / "job", [*args, "--epochs", "1", "--max-iterations-per-epoch", "2"],
                 env=h.channel_env(data), ranks=2, timeout=240)
