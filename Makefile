@@ -188,8 +188,8 @@ tools: check-ca ## Make .venv with the pinned tools of requirements-dev.txt (a l
 
 # make test (docs/testing.md, "The time budget"): lint and the CPU image, then two lanes at once, each logged to
 # TEST_LOG_DIR/LANE.log and streamed with its name (scripts/test_lanes.py): the image's tests in one container
-# (CPU-bound), and on the host the images' structure tests, the GPU image's build, size and SBOMs, then the SDK's
-# and the host's tests (much of it waiting for containers and timeouts). Tests marked `alone` (their verdict needs
+# (CPU-bound) then the SDK's, and on the host the images' structure tests, the GPU image's build, size and SBOMs,
+# then the host's tests (much of it waiting for containers and timeouts). Tests marked `alone` (their verdict needs
 # CPU time to spare: pytest.ini) run after both lanes, by themselves. Any failure, of a pre-step, a lane or the last
 # phase, fails make test.
 # --durations: the slowest tests in every log, for keeping make test within its time budget.
@@ -211,8 +211,8 @@ none_selected = { status=$$?; [ $$status -eq 5 ] && [ -n "$(TEST_MARK)" ] || exi
 
 test: check-python tools lint build ## everything CI runs: lint, both images and their structure tests, then all tests (two lanes at once, then the `alone` tests)
 	$(PYTHON) scripts/test_lanes.py --log-dir $(TEST_LOG_DIR) --deadline-h $(TEST_DEADLINE_H) \
-	  --lane "image=$(MAKE) --no-print-directory image-tests TEST_MARK='not alone'" \
-	  --lane "host=$(MAKE) --no-print-directory -k structure-test $(GPU_STEPS) size sbom sdk-tests host-tests \
+	  --lane "image=$(MAKE) --no-print-directory -k image-tests sdk-tests TEST_MARK='not alone'" \
+	  --lane "host=$(MAKE) --no-print-directory -k structure-test $(GPU_STEPS) size sbom host-tests \
 	    TEST_MARK='not alone'" \
 	  --then "alone=$(MAKE) --no-print-directory -k image-tests sdk-tests host-tests TEST_MARK=alone"
 
