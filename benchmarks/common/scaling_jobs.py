@@ -70,10 +70,10 @@ def steady_rate(result, name: str) -> float:
     if any(code != 0 for code in result.exit_codes) or result.timed_out:
         sys.exit(f"benchmark: {name} failed:\n{result.describe()}")
     metrics = result.master.root / "model" / "metrics.json"
-    if not metrics.exists():  # R-CNN: rank 0's per-iteration lines (global images/s since the previous line)
+    history = json.loads(metrics.read_text()).get("history") if metrics.exists() else None
+    if history is None:  # R-CNN (its metrics.json holds validation's): rank 0's per-iteration lines (images/s)
         rates = {int(m[1]): float(m[2]) for m in map(RCNN_ITERATION.search, result.master.logs.splitlines()) if m}
         return statistics.median(rate for iteration, rate in rates.items() if iteration >= 2)
-    history = json.loads(metrics.read_text())["history"]
     rates = [epoch["samples_per_sec"] for epoch in history]
     return statistics.median(rates[1:] or rates)
 
