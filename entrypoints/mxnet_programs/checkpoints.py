@@ -56,12 +56,7 @@ class CheckpointManager:
 
     def latest(self):
         """(state dict, stem) of the newest complete checkpoint, or (None, None)."""
-        for _, stem in reversed(self._listing()):
-            try:
-                with open(stem + ".json") as f:
-                    state = json.load(f)
-            except (OSError, ValueError):
-                continue
+        for stem, state in reversed(self._readable()):
             files = state.get("files", {})
             if all(os.path.isfile(os.path.join(self.directory, name)) for name in files.values()):
                 return state, stem
@@ -69,11 +64,15 @@ class CheckpointManager:
 
     def states(self):
         """The state dicts of the retained checkpoints, oldest first (an unreadable one left out)."""
+        return [state for _, state in self._readable()]
+
+    def _readable(self):
+        """[(stem, state dict)] of the checkpoints whose JSON reads, oldest first."""
         found = []
         for _, stem in self._listing():
             try:
                 with open(stem + ".json") as f:
-                    found.append(json.load(f))
+                    found.append((stem, json.load(f)))
             except (OSError, ValueError):
                 continue
         return found
