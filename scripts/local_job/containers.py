@@ -81,10 +81,7 @@ def docker_run_args(spec: JobSpec, root: Path, host: str, project: str, network:
         args += ["-v", f"{Path(source).resolve()}:{target}:{mode}"]
     if host in spec.cpusets:
         args += ["--cpuset-cpus", spec.cpusets[host]]
-    if host in spec.cpus and spec.cpu_period_us:
-        args += ["--cpu-period", str(spec.cpu_period_us),
-                 "--cpu-quota", str(round(float(spec.cpus[host]) * spec.cpu_period_us))]
-    elif host in spec.cpus:
+    if host in spec.cpus:
         args += ["--cpus", spec.cpus[host]]
     if spec.cpu_shares:
         args += ["--cpu-shares", str(spec.cpu_shares)]

@@ -115,9 +115,6 @@ class JobSpec:
     volumes: dict = field(default_factory=dict)  # host -> [(docker volume name, container path)]
     cpusets: dict = field(default_factory=dict)  # host -> docker --cpuset-cpus (e.g. one core per host)
     cpus: dict = field(default_factory=dict)  # host -> docker --cpus (a share of its cpuset, e.g. "0.5")
-    # With cpus: the kernel's CFS period for those limits, as docker --cpu-period/--cpu-quota (0: Docker's 100 ms). A
-    # container that used its share in a period stands still for the rest of it; a shorter period, shorter stops.
-    cpu_period_us: int = 0
     memory: dict = field(default_factory=dict)  # host -> docker --memory, the same --memory-swap (no swap): "768m"
     # docker --cpu-shares of every host: a benchmark's containers ahead of other work on a shared machine (0: Docker's)
     cpu_shares: int = 0

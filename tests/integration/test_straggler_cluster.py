@@ -1,6 +1,6 @@
 """The straggler report across containers, on by default: 2 hosts x 2 ranks of a user's Gluon script with no code
-for it (code/slow_rank.py), made slow on one rank (a sleep) and, in another job, on one host (a quarter of the CPU of
-the other). The log and the report name that rank or host, by a lateness within 20% of what the script measured in the
+for it (code/slow_rank.py), made slow on one rank (a sleep) and, in another job, on one host (each step's work
+twice). The log and the report name that rank or host, by a lateness within 20% of what the script measured in the
 same run: the sleep; the ranks' arrivals on the one clock the containers on this machine share. The first job is
 stopped (SIGTERM) once rank 0 said its first verdict: the report still holds what rank 0 had written, and the
 launcher still says it and draws the chart.
@@ -78,15 +78,15 @@ def test_a_rank_sleeping_each_step_is_named_by_its_measured_sleep_and_a_stopped_
     assert_chart_drawn(result)
 
 
-def test_a_host_with_a_quarter_of_the_cpu_of_the_other_is_named_by_the_delay_it_measured(image, tmp_path):
-    """algo-2's container has a quarter of the CPU of algo-1's, both ahead of other work on this machine (cpu shares)
-    so that the limits, not the machine's load, decide; a step of this size needs about 0.1 CPU-s per rank. A 10 ms
-    CFS period (Docker's is 100 ms): a container that used its share stands still for at most 10 ms, not 100.
-    A quarter, not half: a throttled rank notes the meeting's end late, so each sample's lateness is 0-70 ms under the
-    arrivals' (28 samples in 4 runs), and the median of 7 samples moves by as much. At half the CPU the host's median
-    lateness was 0.13-0.29 s (CI once had 0.08 against 0.12); at a quarter, 0.34-0.37 s, where 20% is 70 ms."""
-    result = straggler_job(image, tmp_path, {"steps": "100", "hidden": "1024", "batch": "128"},
-                           cpus={"algo-1": "1.2", "algo-2": "0.3"}, cpu_period_us=10000, cpu_shares=16384)
+def test_a_host_half_as_fast_as_the_other_is_named_by_the_delay_it_measured(image, tmp_path):
+    """algo-2's ranks run each step's forward and backward twice: a host that takes twice as long for a step's work.
+    Both containers are ahead of other work on this machine (cpu shares); a step of this size needs about 0.1 CPU-s
+    per rank. Not a CPU quota: a throttled container stands still until its next period, also right after the
+    ranks' meeting ends, so its ranks note that end late and their lateness comes out short by the stall: with a 10 ms
+    period, 0.67 (half the CPU) and 0.77 (a quarter) of the arrivals' in CI, 0.99 here (docs/straggler.md), an error
+    of the emulation, not of the report, that 20% cannot hold."""
+    result = straggler_job(image, tmp_path, {"steps": "100", "hidden": "1024", "batch": "128", "slow-host": "algo-2",
+                                             "passes": "2"}, cpu_shares=16384)
     assert result.exit_codes == [0, 0], result.describe()
     report = report_of(result)
     # Written at exit: every timed step's figures rank 0 received. The ranks meet at steps 30, 40, ..., 100 and each

@@ -26,10 +26,8 @@ def limits(spec, host):
     return [arg for index, arg in enumerate(args) if arg.startswith("--cpu") or args[index - 1].startswith("--cpu")]
 
 
-def test_a_hosts_cpu_limit_is_docker_s_cpus_or_with_a_period_its_period_and_quota():
+def test_a_hosts_cpu_limit_is_docker_s_cpus():
     spec = JobSpec(image="image", cpus={"algo-1": "0.6", "algo-2": "0.3"})
     assert limits(spec, "algo-1") == ["--cpus", "0.6"]
-    spec = JobSpec(image="image", cpus={"algo-1": "0.6", "algo-2": "0.3"}, cpu_period_us=10000)
-    assert limits(spec, "algo-1") == ["--cpu-period", "10000", "--cpu-quota", "6000"]
-    assert limits(spec, "algo-2") == ["--cpu-period", "10000", "--cpu-quota", "3000"]
-    assert limits(JobSpec(image="image", cpu_period_us=10000), "algo-1") == []
+    assert limits(spec, "algo-2") == ["--cpus", "0.3"]
+    assert limits(JobSpec(image="image"), "algo-3") == []

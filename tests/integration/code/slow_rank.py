@@ -1,5 +1,7 @@
 """A user's Gluon script for the straggler report's tests: a small network trained with hvd.DistributedTrainer on
-random data, no code for the report. --slow-rank R sleeps --extra-s seconds before each step's forward on rank R.
+random data, no code for the report. --slow-rank R sleeps --extra-s seconds before each step's forward on rank R;
+--slow-host H --passes K: the ranks of host H run each step's forward and backward K times (the same gradients; a
+host K times slower at the step's work, as a slower or busier machine is).
 
 Each rank records, every step, what the report estimates another way: when it had its gradients ready (its
 arrival, by time.monotonic(): one clock for every container of a job on one machine, which hosts of a real job do
@@ -24,6 +26,8 @@ parser.add_argument("--batch", type=int, default=32)
 parser.add_argument("--hidden", type=int, default=256)
 parser.add_argument("--slow-rank", type=int, default=-1)
 parser.add_argument("--extra-s", type=float, default=0.0)
+parser.add_argument("--slow-host", default="")
+parser.add_argument("--passes", type=int, default=1)
 parser.add_argument("--fail-rank", type=int, default=-1)
 parser.add_argument("--fail-at-step", type=int, default=-1)
 args, _ = parser.parse_known_args()
@@ -44,6 +48,7 @@ images = mx.nd.random.uniform(shape=(args.batch, 784))
 labels = mx.nd.random.randint(0, 10, shape=(args.batch,)).astype("float32")
 gradients = [param.grad() for param in params.values() if param.grad_req != "null"]
 
+passes = args.passes if os.environ.get("SM_CURRENT_HOST") == args.slow_host else 1
 ready, slept = [], []
 path = os.path.join(os.environ.get("SM_MODEL_DIR", "/opt/ml/model"), f"rank-{rank}.json")
 
@@ -63,9 +68,10 @@ for step in range(args.steps):
         started = time.monotonic()
         time.sleep(args.extra_s)
         slept.append(time.monotonic() - started)
-    with autograd.record():
-        loss = loss_fn(net(images), labels)
-    loss.backward()
+    for _ in range(passes):
+        with autograd.record():
+            loss = loss_fn(net(images), labels)
+        loss.backward()
     for gradient in gradients:
         gradient.wait_to_read()
     ready.append(time.monotonic())
