@@ -4,7 +4,8 @@ Each lane is a shell command, here a make of some targets. The lanes start toget
 stderr) goes whole to LOG_DIR/NAME.log and to this console line by line, each line led by `[NAME] `, so that a CI log
 shows both lanes' progress as it happens (a line still unfinished after a minute, pytest's dots, is shown so far and
 carried on after `[NAME] ... `). Once every lane has ended, each lane's pytest summaries follow: the --durations list,
-the failures, the counts, and make's errors. Then each --then command runs, alone, the same way. The exit status is
+the failures, the counts, and make's errors. Then each --then command runs, alone, the same way. Last, every failed
+test of every lane again, a line each, then each lane's status: the end of a CI log names them all. The exit status is
 0 only when every lane and every --then command exited 0. Past the deadline (--deadline-h), whatever still runs is
 ended (SIGTERM to its process group, SIGKILL 30 s later), named, and counts as failed.
 
@@ -29,6 +30,8 @@ READER_GRACE_S = 10.0  # for the rest of its output, once its command exited
 HEADER = re.compile(r"^=+ (.*) =+$")
 COUNTS = re.compile(r"\b(passed|failed|errors?|skipped|deselected|xfailed|xpassed|no tests ran)\b.* in [\d.]+s")
 MAKE_ERROR = re.compile(r"^make(\[\d+\])?: \*\*\* ")
+FAILED_TEST = re.compile(r"^(FAILED|ERROR) ")  # pytest's short test summary: a failed test, or a test's error
+FAILED_TEST_CHARS = 300  # of each of those lines in the last recap
 
 console_lock = threading.Lock()
 
@@ -167,12 +170,20 @@ def summary(log: str) -> list[str]:
     return shown
 
 
+def failed_tests(log: str) -> list[str]:
+    """The failed tests (and errors) of every pytest run in a lane's log, from pytest's short test summary."""
+    return [line[:FAILED_TEST_CHARS] for line in log.splitlines() if FAILED_TEST.match(line)]
+
+
+def read_log(lane: Lane) -> str:
+    return lane.log_path.read_text(errors="replace") if lane.log_path.exists() else ""
+
+
 def report(lanes: list[Lane]) -> None:
     for lane in lanes:
         say(f"===== {lane.name}: {'passed' if lane.status == 0 else f'FAILED (exit {lane.status})'} in "
             f"{lane.took()}; its log: {lane.log_path}")
-        text = lane.log_path.read_text(errors="replace") if lane.log_path.exists() else ""
-        for line in summary(text):
+        for line in summary(read_log(lane)):
             say(f"[{lane.name}] {line}")
 
 
@@ -221,6 +232,9 @@ def main(argv: list[str]) -> int:
         run_together([lane], deadline)
         report([lane])
     failed = [lane.name for lane in everything if lane.status != 0]
+    for lane in everything:
+        for line in failed_tests(read_log(lane)):
+            say(f"[{lane.name}] {line}")
     say("lanes: " + ", ".join(f"{lane.name} {'passed' if lane.status == 0 else 'FAILED'} ({lane.took()})"
                               for lane in everything))
     return 1 if failed else 0
