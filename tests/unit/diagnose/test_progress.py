@@ -109,14 +109,15 @@ ENGINE_WAIT = """\
     threading.Thread(target=engine, daemon=True).start()
     mxnet["wait_to_read"](read_end)
 """
-IDLE_FOR_4_S = "time.sleep(4); release()"  # a collective's or a peer's result, after 4 s of nothing
-COMPUTING_FOR_4_S = "end = time.monotonic() + 4\n        while time.monotonic() < end: sum(range(10000))\n        release()"
+# Twice the 1 s timeout: the watch, polling every 0.2 s, would have ended the rank by then.
+IDLE_FOR_2_S = "time.sleep(2); release()"  # a collective's or a peer's result, after 2 s of nothing
+COMPUTING_FOR_2_S = "end = time.monotonic() + 2\n        while time.monotonic() < end: sum(range(10000))\n        release()"
 PS_WORKER = {"DMLC_ROLE": "worker", "SMMH_WORKER_RANK": "1"}
 
 
 def test_an_mpi_rank_waiting_on_the_engine_is_left_alone(tmp_path):
     # Horovod's stall inspector ends a collective nobody completes: the progress watch leaves such a wait alone.
-    done = run_watched(tmp_path, engine_wait(IDLE_FOR_4_S))
+    done = run_watched(tmp_path, engine_wait(IDLE_FOR_2_S))
     assert (done.returncode, done.stderr) == (0, "")
 
 
@@ -132,7 +133,7 @@ def test_a_parameter_server_worker_waiting_on_an_idle_engine_ends_itself(tmp_pat
 
 
 def test_a_parameter_server_worker_waiting_on_a_computing_engine_is_left_alone(tmp_path):
-    done = run_watched(tmp_path, engine_wait(COMPUTING_FOR_4_S), PS_WORKER)
+    done = run_watched(tmp_path, engine_wait(COMPUTING_FOR_2_S), PS_WORKER)
     assert (done.returncode, done.stderr.strip().splitlines()[-1:]) == (
         0, ["train: the script returned; waiting in ps-lite's barrier at exit for every other worker"])
 
@@ -144,7 +145,7 @@ def engine_wait(engine: str) -> str:
 def test_a_silently_computing_rank_is_left_alone(tmp_path):
     done = run_watched(tmp_path, """\
         import time
-        end = time.monotonic() + 4
+        end = time.monotonic() + 2
         while time.monotonic() < end:
             sum(range(10000))
     """)
