@@ -5,7 +5,7 @@ stderr) goes whole to LOG_DIR/NAME.log and to this console line by line, each li
 shows both lanes' progress as it happens (a line still unfinished after a minute, pytest's dots, is shown so far and
 carried on after `[NAME] ... `). Once every lane has ended, each lane's pytest summaries follow: the --durations list,
 the failures, the counts, and make's errors. Then each --then command runs, alone, the same way. Last, every failed
-test of every lane again, a line each, then each lane's status: the end of a CI log names them all. The exit status is
+test and make error of every lane again, a line each, then each lane's status: the end of a CI log names them all. The exit status is
 0 only when every lane and every --then command exited 0. Past the deadline (--deadline-h), whatever still runs is
 ended (SIGTERM to its process group, SIGKILL 30 s later), named, and counts as failed.
 
@@ -170,9 +170,10 @@ def summary(log: str) -> list[str]:
     return shown
 
 
-def failed_tests(log: str) -> list[str]:
-    """The failed tests (and errors) of every pytest run in a lane's log, from pytest's short test summary."""
-    return [line[:FAILED_TEST_CHARS] for line in log.splitlines() if FAILED_TEST.match(line)]
+def failures(log: str) -> list[str]:
+    """The failed tests (and errors) of every pytest run in a lane's log, from pytest's short test summary, and
+    make's errors (a failed target that is no pytest run: a structure test, the image size)."""
+    return [line[:FAILED_TEST_CHARS] for line in log.splitlines() if FAILED_TEST.match(line) or MAKE_ERROR.match(line)]
 
 
 def read_log(lane: Lane) -> str:
@@ -233,7 +234,7 @@ def main(argv: list[str]) -> int:
         report([lane])
     failed = [lane.name for lane in everything if lane.status != 0]
     for lane in everything:
-        for line in failed_tests(read_log(lane)):
+        for line in failures(read_log(lane)):
             say(f"[{lane.name}] {line}")
     say("lanes: " + ", ".join(f"{lane.name} {'passed' if lane.status == 0 else 'FAILED'} ({lane.took()})"
                               for lane in everything))

@@ -80,16 +80,18 @@ def test_each_lanes_pytest_summary_and_makes_errors_are_shown_at_the_end(tmp_pat
     assert not [line for line in shown if "a line of the test's own" in line or "def test_fails" in line], shown
 
 
-def test_every_lanes_failed_tests_are_named_again_just_before_the_last_line(tmp_path):
-    """A CI log shows only its end: the failed tests of every lane and of the commands after them, a line each."""
+def test_every_lanes_failed_tests_and_make_errors_are_named_again_just_before_the_last_line(tmp_path):
+    """A CI log shows only its end: the failed tests and make's errors of every lane and of the commands after them,
+    a line each."""
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     (tmp_path / "test_some.py").write_text(PYTEST_MODULE)
     pytest_run = f"{sys.executable} -m pytest -p no:cacheprovider test_some.py"
-    done = run_lanes(tmp_path, "--lane", f"image={pytest_run}", "--lane", "host=true",
+    make_error = "make[1]: *** [Makefile:153: structure-test-gpu] Error 1"
+    done = run_lanes(tmp_path, "--lane", f"image={pytest_run}", "--lane", f"host=echo '{make_error}'; false",
                      "--then", f"alone={pytest_run} -k fails")
     assert done.returncode == 1, done.stdout
-    assert done.stdout.splitlines()[-3:-1] == ["[image] FAILED test_some.py::test_fails - AssertionError: one is not two",
-                                               "[alone] FAILED test_some.py::test_fails - AssertionError: one is not two"]
+    failed = "FAILED test_some.py::test_fails - AssertionError: one is not two"
+    assert done.stdout.splitlines()[-4:-1] == [f"[image] {failed}", f"[host] {make_error}", f"[alone] {failed}"]
 
 
 def test_an_unfinished_line_is_shown_so_far_and_carried_on(tmp_path):
