@@ -4,6 +4,8 @@ Everything runs for real: the programs as subprocesses (under mpirun for the mul
 by the data tool into temp dirs. Nothing is downloaded.
 """
 
+import shutil
+
 import pytest
 
 from programs.helpers import horovod_problem, make_mnist
@@ -31,3 +33,21 @@ def tiny_mnist(tmp_path_factory):
 def small_mnist(tmp_path_factory):
     """6000/1000 samples: what the >= 0.95 accuracy runs use."""
     return make_mnist(tmp_path_factory.mktemp("small") / "mnist", 6000, 1000)
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory, request):
+    """mktemp for a module's shared runs, whose directories are removed after its last test when none of the session's
+    tests failed meanwhile (else kept, to be read). An R-CNN run writes weights, checkpoints and exports of 150 MB
+    each, 1-3 GB a run: kept to the session's end, the image lane's container held 15 GB after 10 of its 28 minutes
+    and filled the disk (docs/testing.md)."""
+    made, failed_before = [], request.session.testsfailed
+
+    def mktemp(name):
+        made.append(tmp_path_factory.mktemp(name))
+        return made[-1]
+
+    yield mktemp
+    if request.session.testsfailed == failed_before:
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)

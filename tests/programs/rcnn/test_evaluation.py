@@ -196,11 +196,11 @@ def validate_known(data, gt, workdir, ranks):
 
 
 @pytest.fixture(scope="module", params=[1, pytest.param(2, marks=pytest.mark.mpi)], ids=["1rank", "2ranks"])
-def validated(request, val_data, tmp_path_factory):
+def validated(request, val_data, module_tmp):
     if request.param > 1:
         request.getfixturevalue("needs_horovod")
     data, gt = val_data
-    out, job = validate_known(data, gt, tmp_path_factory.mktemp("validated") / "run", request.param)
+    out, job = validate_known(data, gt, module_tmp("validated") / "run", request.param)
     return request.param, out, job
 
 

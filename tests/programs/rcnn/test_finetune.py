@@ -149,10 +149,10 @@ def test_weights_of_another_architecture_are_refused_naming_them(source_detector
 
 
 @pytest.fixture(scope="module")
-def finetuned(source_detector, tmp_path_factory):
+def finetuned(source_detector, module_tmp):
     """(fine-tuned job, from-scratch job) on 2 images of TARGET_CLASSES: 3 iterations each, the same seed."""
     source, _ = source_detector
-    root = tmp_path_factory.mktemp("finetune")
+    root = module_tmp("finetune")
     data = root / "coco"
     synthetic_coco.write_coco(data, num_train=2, num_val=0, image_size=(SMALL, SMALL), seed=22, classes=TARGET_CLASSES)
     args = ["--epochs", "3"]

@@ -58,12 +58,12 @@ def train_only(coco, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def baseline(coco, tmp_path_factory):
+def baseline(coco, module_tmp):
     """(job, data): one finished 1-iteration Faster R-CNN run that three tests read, each its own part of it (one
     run instead of three: each cost a process start, MXNet's import and a ResNet-50 iteration, 62-88 s on the shared
     2 cores): AWS's R-CNN walkthrough's one 'data' channel in COCO's own layout, --horovod false with horovod
     unimportable, and no --num-workers."""
-    workdir = tmp_path_factory.mktemp("baseline")
+    workdir = module_tmp("baseline")
     blocker = workdir / "block"
     (blocker / "horovod").mkdir(parents=True)
     (blocker / "horovod" / "__init__.py").write_text("raise RuntimeError('horovod must not be imported')\n")
@@ -163,7 +163,7 @@ def test_one_process_trains_validates_and_resumes(coco, first_epoch, tmp_path, m
 
 
 @pytest.fixture(scope="module")
-def two_ranks_fpn(coco, tmp_path_factory, needs_horovod):
+def two_ranks_fpn(coco, module_tmp, needs_horovod):
     """two_ranks_fpn(model) -> the finished job: `model`'s FPN variant on 2 ranks for 1 iteration, then validated. Run
     once per model, on first use, for test_two_ranks_train_and_validate and test_fpn_variant_trains_and_validates (one
     2-rank run where there were a 2-rank run of the C4 network and a 1-rank run of the FPN variant; the C4 networks
@@ -173,7 +173,7 @@ def two_ranks_fpn(coco, tmp_path_factory, needs_horovod):
 
     def run(model):
         if model not in jobs:
-            workdir = tmp_path_factory.mktemp(f"two-ranks-fpn-{model}")
+            workdir = module_tmp(f"two-ranks-fpn-{model}")
             args = [*h.WIRING_ARGS, "--use-fpn", "true", "--epochs", "1", "--max-iterations-per-epoch", "1",
                     *dirs_args(workdir)]
             jobs[model] = h.run_cheap(model, workdir, args, env=h.channel_env(coco), ranks=2, timeout=900)

@@ -59,12 +59,12 @@ def two_images(tmp_path_factory, needs_mxnet):
 
 
 @pytest.fixture(scope="module", params=list(MODELS))
-def layouts(request, two_images, tmp_path_factory):
+def layouts(request, two_images, module_tmp):
     """(model, 1 rank x 2 images, 2 ranks x 1 image), finished."""
     model = request.param
     args = ["--short", "192", "--max-size", "192", "--lr", str(LR), "--lr-warmup", str(WARMUP),
             "--epochs", str(ITERATIONS), "--wd", str(WD)]
-    return model, *h.train_both_layouts(model, tmp_path_factory.mktemp(model), two_images, args, 900,
+    return model, *h.train_both_layouts(model, module_tmp(model), two_images, args, 900,
                                         **FIRST_STEP_MODEL[model])
 
 
@@ -133,8 +133,8 @@ def four_images(tmp_path_factory, needs_mxnet):
 
 
 @pytest.fixture(scope="module")
-def lr_layouts(four_images, tmp_path_factory):
-    return h.train_both_layouts("faster", tmp_path_factory.mktemp("lr"), four_images, LR_ARGS, 900, **h.SMALL_MODEL)
+def lr_layouts(four_images, module_tmp):
+    return h.train_both_layouts("faster", module_tmp("lr"), four_images, LR_ARGS, 900, **h.SMALL_MODEL)
 
 
 def test_every_rank_updates_with_the_documented_learning_rate_at_every_step(lr_layouts):

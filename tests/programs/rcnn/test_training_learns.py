@@ -103,12 +103,12 @@ def batch(tmp_path_factory, needs_mxnet):
 
 
 @pytest.fixture(scope="module", params=list(MODELS))
-def layouts(request, batch, tmp_path_factory):
+def layouts(request, batch, module_tmp):
     """(model, 1 rank x 2 images, 2 ranks x 1 image), finished."""
     model = request.param
     args = ["--short", str(SIZE), "--max-size", str(SIZE), "--lr", str(LR), "--lr-warmup", str(WARMUP),
             "--lr-decay-epoch", str(DECAY_AT), "--epochs", str(ITERATIONS)]
-    return model, *h.train_both_layouts(model, tmp_path_factory.mktemp(model), batch, args, 600, **MODEL_ARGUMENTS)
+    return model, *h.train_both_layouts(model, module_tmp(model), batch, args, 600, **MODEL_ARGUMENTS)
 
 
 @pytest.mark.parametrize("layout", [1, 2], ids=["1 rank x 2 images", "2 ranks x 1 image"])
