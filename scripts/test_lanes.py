@@ -5,9 +5,9 @@ stderr) goes whole to LOG_DIR/NAME.log and to this console line by line, each li
 shows both lanes' progress as it happens (a line still unfinished after a minute, pytest's dots, is shown so far and
 carried on after `[NAME] ... `). Once every lane has ended, each lane's pytest summaries follow: the --durations list,
 the failures, the counts, and make's errors. Then each --then command runs, alone, the same way. Last, every failed
-test and make error of every lane again, a line each, then each lane's status: the end of a CI log names them all. The exit status is
-0 only when every lane and every --then command exited 0. Past the deadline (--deadline-h), whatever still runs is
-ended (SIGTERM to its process group, SIGKILL 30 s later), named, and counts as failed.
+test and make error of every lane again, a line each, then each lane's status: the end of a CI log names them all.
+The exit status is 0 only when every lane and every --then command exited 0. Past the deadline (--deadline-h),
+whatever still runs is ended (SIGTERM to its process group, SIGKILL 30 s later), named, and counts as failed.
 
 usage: python3 scripts/test_lanes.py --log-dir DIR [--deadline-h H] --lane NAME=COMMAND ... [--then NAME=COMMAND ...]
 """
