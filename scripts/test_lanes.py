@@ -171,9 +171,10 @@ def summary(log: str) -> list[str]:
 
 
 def failures(log: str) -> list[str]:
-    """The failed tests (and errors) of every pytest run in a lane's log, from pytest's short test summary, and
-    make's errors (a failed target that is no pytest run: a structure test, the image size)."""
-    return [line[:FAILED_TEST_CHARS] for line in log.splitlines() if FAILED_TEST.match(line) or MAKE_ERROR.match(line)]
+    """Of a lane's summary: the failed tests (and errors) of its pytest runs' short test summaries, and make's errors
+    (a failed target that is no pytest run: a structure test, the image size). A test's own captured output that
+    starts with FAILED (a pytest it ran) is not in a short test summary, so not here."""
+    return [line[:FAILED_TEST_CHARS] for line in summary(log) if FAILED_TEST.match(line) or MAKE_ERROR.match(line)]
 
 
 def read_log(lane: Lane) -> str:
