@@ -29,6 +29,10 @@ def mnist_job(image, workdir, channels, epochs="3", hps=None, **spec):
                    workdir)
 
 
+# Alone: a balanced job names no rank where each container gets its share of the CPU. In CI's host lane, beside the
+# image lane's R-CNN training, algo-2's rank came out 29% of a step late in at least 3 of 4 timed steps (step 0.17 s);
+# 7 runs here with nothing else running or beside a container of 3 busy processes: the latest 0.1-8.7%, none named.
+@pytest.mark.alone
 def test_two_hosts_file_mode_learns(image, mnist_data, tmp_path):
     data = mnist_data / "mnist"
     result = mnist_job(image, tmp_path, [Channel("train", data / "train"), Channel("test", data / "test")])
