@@ -9,6 +9,9 @@ that step loses its overlap of the backward pass with the allreduces) and rank 0
 each setting's steady throughput per round (MNIST: the epochs after the first, metrics.json; Faster R-CNN: the
 iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on per round, and their median: the
 cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.
+Faster R-CNN also within each job, where rounds' noise does not reach: the timed iterations' (and the next ones')
+extra time over the job's usual iteration, as a share of the job's time; the same arithmetic on the job with the
+report off, at the same iterations, is the estimate's own error.
 
 Run it on a quiet machine: a 1% effect is well inside what other work on 2 cores moves a job's throughput by.
 
@@ -37,21 +40,44 @@ LAYOUT = "2 hosts x 1 rank"
 REPORT = Path("output") / "data" / "straggler" / "report.json"
 
 
-def one_job(image: str, data: Path, model_args, setting: str, workdir: Path) -> tuple[float, str]:
+def one_job(image: str, data: Path, model_args, setting: str, workdir: Path) -> tuple[float, str, float | None]:
     hosts, per_host, cpusets = CONFIGURATIONS[LAYOUT]
     spec = job_spec(image, data, 1 if model_args.model == "faster_rcnn" else 64, model_args, hosts, per_host, cpusets)
     spec.hyperparameters["horovod_straggler_report"] = SETTINGS[setting]
     spec.cpu_shares = model_args.cpu_shares
     result = run_job(spec, workdir)
     rate = steady_rate(result, f"{model_args.model}, report {setting}")
+    within = None
     if model_args.model == "faster_rcnn":
         rate = timed_phase_rate(result.master.logs)
+        within = timed_steps_cost(iteration_seconds(result.master.logs))
     report = result.master.root / REPORT
     if report.exists() != (setting == "on"):
         sys.exit(f"benchmark: {model_args.model} with the report {setting}: report.json "
                  f"{'missing' if setting == 'on' else 'written'}\n{result.describe()}")
     verdict = json.loads(report.read_text())["verdict"]["text"] if setting == "on" else "-"
-    return rate, verdict
+    return rate, verdict, within
+
+
+def iteration_seconds(logs: str) -> dict[int, float]:
+    """Faster R-CNN's seconds per iteration, by iteration (1-based, the trainer's step count), from rank 0's lines:
+    with log-interval 1 each line's rate is over its own iteration, of 2 images (one per rank)."""
+    return {int(m[1]): 2 / float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m}
+
+
+def timed_steps_cost(seconds: dict[int, float], start: int = 20, every: int = 10) -> float:
+    """The share of a step that the timed steps add, within one job: the report times steps start + every, + 2 every,
+    ...; a timed iteration and the one after it (whose work may wait for the timed one's late allreduces) against
+    the median of the other iterations after `start` + 1, spread over all of those iterations. Run on a job with the
+    report off, the same arithmetic says what the iterations at those places cost anyway: the estimate's own error."""
+    measured = {i: t for i, t in seconds.items() if i > start + 1}
+    if (max(measured) - start) % every == 0:
+        del measured[max(measured)]  # a timed last iteration: no next one to count with it
+    timed = [i for i in measured if (i - start) % every == 0]
+    touched = {*timed, *(i + 1 for i in timed)}
+    usual = statistics.median(t for i, t in measured.items() if i not in touched)
+    extra = sum(measured[i] + measured[i + 1] - 2 * usual for i in timed)
+    return extra / (usual * len(measured))
 
 
 def timed_phase_rate(logs: str) -> float:
@@ -68,15 +94,18 @@ def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
                                  data=args.data, train=args.train, image=image, cpu_shares=args.cpu_shares)
     data = prepare_data(model_args, tmp / model)
     rates: dict = {setting: [] for setting in SETTINGS}
+    within: dict = {setting: [] for setting in SETTINGS}
     for round_ in range(args.repeat):
         order = list(SETTINGS) if round_ % 2 == 0 else list(reversed(SETTINGS))
         for setting in order:
             started = time.monotonic()
-            rate, verdict = one_job(image, data, model_args, setting, tmp / f"{model}-{round_}-{setting}")
+            rate, verdict, cost = one_job(image, data, model_args, setting, tmp / f"{model}-{round_}-{setting}")
             rates[setting].append(rate)
-            print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s "
-                  f"({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
-    return rates
+            within[setting].append(cost)
+            print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s"
+                  + (f", timed steps' share within the job {cost:+.2%}" if cost is not None else "")
+                  + f" ({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
+    return {"rates": rates, "within": within}
 
 
 def main() -> int:
@@ -99,10 +128,17 @@ def main() -> int:
             results[model] = model_rounds(args.image, model, args, Path(tmp))
     print(f"\n{LAYOUT}, one core each; {args.repeat} rounds, the settings alternating; load {load()} at the end")
     print(f"{'model':<12} {'off samples/s':>14} {'on samples/s':>13} {'off/on per round':<40} {'cost of a step':>15}")
-    for model, rates in results.items():
+    for model, result in results.items():
+        rates = result["rates"]
         ratios = [off / on for off, on in zip(rates["off"], rates["on"])]
         print(f"{model:<12} {statistics.median(rates['off']):14.4g} {statistics.median(rates['on']):13.4g} "
               f"{' '.join(f'{r:.3f}' for r in ratios):<40} {statistics.median(ratios) - 1:+15.2%}")
+    for model, result in results.items():
+        within = result["within"]
+        if within["on"][0] is not None:
+            print(f"{model}: within each job, the timed steps' share of the job's time (report on, then off: the "
+                  f"estimate's error at the same iterations): on {' '.join(f'{c:+.2%}' for c in within['on'])}; "
+                  f"off {' '.join(f'{c:+.2%}' for c in within['off'])}")
     return 0
 
 
