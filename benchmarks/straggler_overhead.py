@@ -11,7 +11,8 @@ iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on 
 cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.
 Faster R-CNN also within each job, where rounds' noise does not reach: the timed iterations' (and the next ones')
 extra time over the job's usual iteration, as a share of the job's time; the same arithmetic on the job with the
-report off, at the same iterations, is the estimate's own error.
+report off, at the same iterations, and on every job at the places between them (placebos), is the estimate's own
+spread. Each job's seconds per iteration are printed.
 
 Run it on a quiet machine: a 1% effect is well inside what other work on 2 cores moves a job's throughput by.
 
@@ -50,7 +51,10 @@ def one_job(image: str, data: Path, model_args, setting: str, workdir: Path) -> 
     within = None
     if model_args.model == "faster_rcnn":
         rate = timed_phase_rate(result.master.logs)
-        within = timed_steps_cost(iteration_seconds(result.master.logs))
+        seconds = iteration_seconds(result.master.logs)
+        print(f"{model_args.model}, report {setting}, seconds per iteration: "
+              + " ".join(f"{i}:{t:.2f}" for i, t in sorted(seconds.items())), flush=True)
+        within = timed_steps_cost(seconds)
     report = result.master.root / REPORT
     if report.exists() != (setting == "on"):
         sys.exit(f"benchmark: {model_args.model} with the report {setting}: report.json "
@@ -65,19 +69,27 @@ def iteration_seconds(logs: str) -> dict[int, float]:
     return {int(m[1]): 2 / float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m}
 
 
-def timed_steps_cost(seconds: dict[int, float], start: int = 20, every: int = 10) -> float:
-    """The share of a step that the timed steps add, within one job: the report times steps start + every, + 2 every,
-    ...; a timed iteration and the one after it (whose work may wait for the timed one's late allreduces) against
-    the median of the other iterations after `start` + 1, spread over all of those iterations. Run on a job with the
-    report off, the same arithmetic says what the iterations at those places cost anyway: the estimate's own error."""
-    measured = {i: t for i, t in seconds.items() if i > start + 1}
-    if (max(measured) - start) % every == 0:
+START, EVERY = 20, 10  # the recorder's: steps 1-20 not timed, then one in 10 (30, 40, ...)
+
+
+def extra_share(seconds: dict[int, float], offset: int) -> float:
+    """The share of the job's time (from iteration START + 2) that the iterations at START + offset, + EVERY, ...
+    and the ones after them (whose work may wait for a timed step's late allreduces) add over the job's usual
+    iteration (the median of the others). At offset EVERY: what the report's timed steps cost. At the other offsets,
+    where nothing is timed: the same arithmetic at places like any other, the estimate's own spread (placebos)."""
+    measured = {i: t for i, t in seconds.items() if i >= START + 2}
+    if (max(measured) - START) % EVERY == 0:
         del measured[max(measured)]  # a timed last iteration: no next one to count with it
-    timed = [i for i in measured if (i - start) % every == 0]
-    touched = {*timed, *(i + 1 for i in timed)}
+    at = [i for i in measured if (i - START) % EVERY == offset % EVERY and i + 1 in measured]
+    touched = {*at, *(i + 1 for i in at)}
     usual = statistics.median(t for i, t in measured.items() if i not in touched)
-    extra = sum(measured[i] + measured[i + 1] - 2 * usual for i in timed)
+    extra = sum(measured[i] + measured[i + 1] - 2 * usual for i in at)
     return extra / (usual * len(measured))
+
+
+def timed_steps_cost(seconds: dict[int, float]) -> tuple[float, list[float]]:
+    """(the timed steps' extra share, the placebos': the same at offsets 2-8, clear of the timed pairs)."""
+    return extra_share(seconds, EVERY), [extra_share(seconds, offset) for offset in range(2, EVERY - 1)]
 
 
 def timed_phase_rate(logs: str) -> float:
@@ -103,7 +115,8 @@ def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
             rates[setting].append(rate)
             within[setting].append(cost)
             print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s"
-                  + (f", timed steps' share within the job {cost:+.2%}" if cost is not None else "")
+                  + (f", the timed steps' extra share of the job {cost[0]:+.2%} (placebos "
+                     f"{' '.join(f'{c:+.2%}' for c in cost[1])})" if cost is not None else "")
                   + f" ({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
     return {"rates": rates, "within": within}
 
@@ -136,9 +149,12 @@ def main() -> int:
     for model, result in results.items():
         within = result["within"]
         if within["on"][0] is not None:
-            print(f"{model}: within each job, the timed steps' share of the job's time (report on, then off: the "
-                  f"estimate's error at the same iterations): on {' '.join(f'{c:+.2%}' for c in within['on'])}; "
-                  f"off {' '.join(f'{c:+.2%}' for c in within['off'])}")
+            placebos = [c for setting in SETTINGS for _, costs in within[setting] for c in costs]
+            print(f"{model}: within each job, the timed steps' extra share of its time: on "
+                  f"{' '.join(f'{c:+.2%}' for c, _ in within['on'])}; off (the same iterations, nothing timed) "
+                  f"{' '.join(f'{c:+.2%}' for c, _ in within['off'])}; at the other offsets of every job, where "
+                  f"nothing is timed: median {statistics.median(placebos):+.2%}, standard deviation "
+                  f"{statistics.stdev(placebos):.2%} over {len(placebos)}")
     return 0
 
 
