@@ -98,6 +98,35 @@ def test_a_rejected_check_in_says_what_the_master_said(link, tmp_path):
                                      "master runs 0.1.0")
 
 
+def test_the_masters_answer_after_this_hosts_deadline_is_still_what_the_worker_says(link, tmp_path):
+    """The master waits for this host's name until its own peer deadline, later than this host's when its container
+    started later (a fault scenario under load: the worker's wait ended first, with a bare TimeoutError)."""
+    connection, master = link
+    thread, outcome = in_thread(check_in, connection, "algo-1", "algo-2", Sshd(tmp_path, None), None,
+                                time.monotonic() + 0.1)
+    master.receive()
+    time.sleep(1.5)  # the master's own deadline, past this host's (and past the 1 s the worker waits at least)
+    master.send(type="reject", message="algo-2 does not resolve on the master within the peer timeout")
+    thread.join(10)
+    assert str(outcome["error"]) == ("the master algo-1 rejected this worker: algo-2 does not resolve on the master "
+                                     "within the peer timeout")
+
+
+def test_a_master_that_never_answers_the_hello_is_named(link, tmp_path, monkeypatch):
+    monkeypatch.setattr("sagemaker_mxnet_horovod.act.cluster.worker.ANSWER_GRACE_S", 0.2)
+    connection, _master = link
+    with pytest.raises(ClusterError) as raised:
+        check_in(connection, "algo-1", "algo-2", Sshd(tmp_path, None), None, time.monotonic())
+    assert str(raised.value) == ("the master algo-1 did not answer this worker's check-in within the peer timeout "
+                                 "and 0.2 s more")
+    listener = socket.create_server(("127.0.0.1", 0))  # a parameter-server host's check-in waits alike
+    try:
+        with pytest.raises(ClusterError, match="^the master localhost did not answer this worker's check-in"):
+            check_in_without_ssh("localhost", listener.getsockname()[1], "algo-2", time.monotonic() + 0.5, None)
+    finally:
+        listener.close()
+
+
 def test_an_sshd_that_could_not_start_is_reported_to_the_master_naming_this_host(link, tmp_path):
     connection, master = link
     failed = FileNotFoundError(2, "No such file or directory", "/usr/sbin/sshd")

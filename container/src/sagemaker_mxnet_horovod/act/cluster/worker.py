@@ -25,6 +25,11 @@ from sagemaker_mxnet_horovod.core.stop import stopped
 from sagemaker_mxnet_horovod.diagnose.host_report import report_now
 from sagemaker_mxnet_horovod.diagnose.memory import MemoryReading, read_memory
 
+# The master answers a hello once this host's name resolves on it, waiting for that until its own peer deadline,
+# which is later than this host's when its container started later: its answer, which names what is wrong, is waited
+# for this much beyond this host's deadline.
+ANSWER_GRACE_S = 10.0
+
 
 @dataclass
 class WorkerOutcome:
@@ -69,7 +74,7 @@ def check_in_without_ssh(master: str, port: int, current_host: str, deadline: fl
     connection = connect(master, port, deadline, source_address=source_address)
     try:
         connection.send({"type": "hello", "host": current_host, "version": __version__})
-        reply = connection.receive(max(1.0, deadline - time.monotonic()))
+        reply = answer_to_hello(connection, master, deadline)
     except BaseException:
         connection.close()
         raise
@@ -81,11 +86,19 @@ def check_in_without_ssh(master: str, port: int, current_host: str, deadline: fl
     return connection
 
 
+def answer_to_hello(connection: Connection, master: str, deadline: float) -> dict | None:
+    try:
+        return connection.receive(max(1.0, deadline - time.monotonic()) + ANSWER_GRACE_S)
+    except TimeoutError:
+        raise ClusterError(f"the master {master} did not answer this worker's check-in within the peer timeout and "
+                           f"{ANSWER_GRACE_S:g} s more") from None
+
+
 def check_in(connection: Connection, master: str, current_host: str, sshd: Sshd, launch_error: Exception | None,
              deadline: float) -> None:
     """hello, the job's key into sshd, ready with this job's host key (or the error that stopped sshd)."""
     connection.send({"type": "hello", "host": current_host, "version": __version__})
-    reply = connection.receive(max(1.0, deadline - time.monotonic()))
+    reply = answer_to_hello(connection, master, deadline)
     if reply is None:
         raise ClusterError(f"the master {master} closed the connection during the handshake")
     if reply.get("type") == "reject":
