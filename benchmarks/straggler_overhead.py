@@ -41,7 +41,8 @@ LAYOUT = "2 hosts x 1 rank"
 REPORT = Path("output") / "data" / "straggler" / "report.json"
 
 
-def one_job(image: str, data: Path, model_args, setting: str, workdir: Path) -> tuple[float, str, float | None]:
+def one_job(image: str, data: Path, model_args, setting: str,
+            workdir: Path) -> tuple[float, str, tuple[float, list[float]] | None]:
     hosts, per_host, cpusets = CONFIGURATIONS[LAYOUT]
     spec = job_spec(image, data, 1 if model_args.model == "faster_rcnn" else 64, model_args, hosts, per_host, cpusets)
     spec.hyperparameters["horovod_straggler_report"] = SETTINGS[setting]
