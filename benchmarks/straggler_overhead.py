@@ -51,8 +51,8 @@ def one_job(image: str, data: Path, model_args, setting: str,
     rate = steady_rate(result, f"{model_args.model}, report {setting}")
     within = None
     if model_args.model == "faster_rcnn":
-        rate = timed_phase_rate(result.master.logs)
         seconds = iteration_seconds(result.master.logs)
+        rate = timed_phase_rate(seconds)
         print(f"{model_args.model}, report {setting}, seconds per iteration: "
               + " ".join(f"{i}:{t:.2f}" for i, t in sorted(seconds.items())), flush=True)
         within = timed_steps_cost(seconds)
@@ -93,13 +93,13 @@ def timed_steps_cost(seconds: dict[int, float]) -> tuple[float, list[float]]:
     return extra_share(seconds, EVERY), [extra_share(seconds, offset) for offset in range(2, EVERY - 1)]
 
 
-def timed_phase_rate(logs: str) -> float:
+def timed_phase_rate(seconds: dict[int, float]) -> float:
     """Faster R-CNN's images/s over the iterations after the 20th, where one in 10 is timed: all of them, the timed
     ones included (the scaling studies' median of the iterations' rates would leave those out)."""
-    rates = [float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m and int(m[1]) > 20]
-    if not rates:
+    after = [t for i, t in seconds.items() if i > START]
+    if not after:
         sys.exit("benchmark: no Faster R-CNN iteration after the 20th: --iterations must be more than 30")
-    return len(rates) / sum(1 / rate for rate in rates)  # each line's rate is over one iteration of the same images
+    return 2 * len(after) / sum(after)  # 2 images an iteration
 
 
 def model_rounds(image: str, model: str, args, tmp: Path) -> dict:

@@ -3,7 +3,7 @@ lines (each over its own iteration of 2 images), and the same arithmetic where n
 
 import pytest
 
-from benchmarks.straggler_overhead import iteration_seconds, timed_steps_cost
+from benchmarks.straggler_overhead import iteration_seconds, timed_phase_rate, timed_steps_cost
 
 
 def rcnn_logs(seconds: dict[int, float]) -> str:
@@ -27,3 +27,8 @@ def test_the_timed_iterations_and_the_next_ones_extra_time_over_the_job_at_its_u
 def test_a_job_at_an_even_pace_costs_nothing_whatever_its_noise_elsewhere():
     seconds = {i: 2.0 + (0.4 if i % 7 == 0 and i % 10 not in (0, 1) else 0.0) for i in range(1, 46)}
     assert timed_steps_cost(iteration_seconds(rcnn_logs(seconds)))[0] == pytest.approx(0.0)
+
+
+def test_the_rate_after_the_20th_iteration_is_every_image_over_every_second_the_timed_ones_included():
+    seconds = {20: 4.0, 21: 20.0, 22: 10.0, 23: 5.0}  # by hand: 6 images in 35 s after the 20th
+    assert timed_phase_rate(iteration_seconds(rcnn_logs(seconds))) == pytest.approx(6 / 35)
