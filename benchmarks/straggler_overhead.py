@@ -9,10 +9,10 @@ that step loses its overlap of the backward pass with the allreduces) and rank 0
 each setting's steady throughput per round (MNIST: the epochs after the first, metrics.json; Faster R-CNN: the
 iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on per round, and their median: the
 cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.
-Faster R-CNN also within each job, where rounds' noise does not reach: the timed iterations' (and the next ones')
-extra time over the job's usual iteration, as a share of the job's time; the same arithmetic on the job with the
-report off, at the same iterations, and on every job at the places between them (placebos), is the estimate's own
-spread. Each job's seconds per iteration are printed.
+Also within each job, where rounds' noise does not reach: the timed steps' (and the next ones') extra time over the
+job's usual step, as a share of the job's time, from rank 0's line per step (MNIST runs at log-interval 1 here); the
+same arithmetic on the job with the report off, at the same steps, and on every job at the places between them
+(placebos), is the estimate's own spread. Each Faster R-CNN job's seconds per iteration are printed.
 
 Run it on a quiet machine: a 1% effect is well inside what other work on 2 cores moves a job's throughput by.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -46,16 +47,19 @@ def one_job(image: str, data: Path, model_args, setting: str,
     hosts, per_host, cpusets = CONFIGURATIONS[LAYOUT]
     spec = job_spec(image, data, 1 if model_args.model == "faster_rcnn" else 64, model_args, hosts, per_host, cpusets)
     spec.hyperparameters["horovod_straggler_report"] = SETTINGS[setting]
+    if model_args.model == "mnist":
+        spec.hyperparameters["log-interval"] = "1"  # a line per step, for the within-job estimate
     spec.cpu_shares = model_args.cpu_shares
     result = run_job(spec, workdir)
     rate = steady_rate(result, f"{model_args.model}, report {setting}")
-    within = None
     if model_args.model == "faster_rcnn":
         seconds = iteration_seconds(result.master.logs)
         rate = timed_phase_rate(seconds)
         print(f"{model_args.model}, report {setting}, seconds per iteration: "
               + " ".join(f"{i}:{t:.2f}" for i, t in sorted(seconds.items())), flush=True)
-        within = timed_steps_cost(seconds)
+    else:
+        seconds = mnist_step_seconds(result.master.logs)
+    within = timed_steps_cost(seconds)
     report = result.master.root / REPORT
     if report.exists() != (setting == "on"):
         sys.exit(f"benchmark: {model_args.model} with the report {setting}: report.json "
@@ -68,6 +72,20 @@ def iteration_seconds(logs: str) -> dict[int, float]:
     """Faster R-CNN's seconds per iteration, by iteration (1-based, the trainer's step count), from rank 0's lines:
     with log-interval 1 each line's rate is over its own iteration, of 2 images (one per rank)."""
     return {int(m[1]): 2 / float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m}
+
+
+MNIST_STEP = re.compile(r"epoch=(\d+) batch=(\d+)/(\d+) .*samples_per_sec=(\S+)")
+
+
+def mnist_step_seconds(logs: str, batch: int = 64, ranks: int = 2) -> dict[int, float]:
+    """MNIST's seconds per step, by step of the job (1-based, the trainer's count, over the epochs), from rank 0's
+    lines at log-interval 1: each line's rate is its step's samples of every rank (batch x ranks, nominally: the
+    last, smaller batch of an epoch too) over the time since the last line (or the epoch's start)."""
+    seconds = {}
+    for m in filter(None, map(MNIST_STEP.search, logs.splitlines())):
+        epoch, step, steps, rate = int(m[1]), int(m[2]), int(m[3]), float(m[4])
+        seconds[(epoch - 1) * steps + step] = batch * ranks / rate
+    return seconds
 
 
 START, EVERY = 20, 10  # the recorder's: steps 1-20 not timed, then one in 10 (30, 40, ...)
@@ -116,8 +134,8 @@ def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
             rates[setting].append(rate)
             within[setting].append(cost)
             print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s"
-                  + (f", the timed steps' extra share of the job {cost[0]:+.2%} (placebos "
-                     f"{' '.join(f'{c:+.2%}' for c in cost[1])})" if cost is not None else "")
+                  + f", the timed steps' extra share of the job {cost[0]:+.2%} (placebos "
+                    f"{' '.join(f'{c:+.2%}' for c in cost[1])})"
                   + f" ({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
     return {"rates": rates, "within": within}
 
@@ -149,13 +167,12 @@ def main() -> int:
               f"{' '.join(f'{r:.3f}' for r in ratios):<40} {statistics.median(ratios) - 1:+15.2%}")
     for model, result in results.items():
         within = result["within"]
-        if within["on"][0] is not None:
-            placebos = [c for setting in SETTINGS for _, costs in within[setting] for c in costs]
-            print(f"{model}: within each job, the timed steps' extra share of its time: on "
-                  f"{' '.join(f'{c:+.2%}' for c, _ in within['on'])}; off (the same iterations, nothing timed) "
-                  f"{' '.join(f'{c:+.2%}' for c, _ in within['off'])}; at the other offsets of every job, where "
-                  f"nothing is timed: median {statistics.median(placebos):+.2%}, standard deviation "
-                  f"{statistics.stdev(placebos):.2%} over {len(placebos)}")
+        placebos = [c for setting in SETTINGS for _, costs in within[setting] for c in costs]
+        print(f"{model}: within each job, the timed steps' extra share of its time: on "
+              f"{' '.join(f'{c:+.2%}' for c, _ in within['on'])}; off (the same steps, nothing timed) "
+              f"{' '.join(f'{c:+.2%}' for c, _ in within['off'])}; at the other offsets of every job, where "
+              f"nothing is timed: median {statistics.median(placebos):+.2%}, standard deviation "
+              f"{statistics.stdev(placebos):.2%} over {len(placebos)}")
     return 0
 
 

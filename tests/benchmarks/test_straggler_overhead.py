@@ -1,9 +1,10 @@
 """benchmarks.straggler_overhead: what the report's timed steps add to a Faster R-CNN job, from rank 0's iteration
-lines (each over its own iteration of 2 images), and the same arithmetic where nothing is timed (placebos)."""
+lines (each over its own iteration of 2 images), or to an MNIST job, from its lines per step, and the same arithmetic
+where nothing is timed (placebos)."""
 
 import pytest
 
-from benchmarks.straggler_overhead import iteration_seconds, timed_phase_rate, timed_steps_cost
+from benchmarks.straggler_overhead import iteration_seconds, mnist_step_seconds, timed_phase_rate, timed_steps_cost
 
 
 def rcnn_logs(seconds: dict[int, float]) -> str:
@@ -32,3 +33,13 @@ def test_a_job_at_an_even_pace_costs_nothing_whatever_its_noise_elsewhere():
 def test_the_rate_after_the_20th_iteration_is_every_image_over_every_second_the_timed_ones_included():
     seconds = {20: 4.0, 21: 20.0, 22: 10.0, 23: 5.0}  # by hand: 6 images in 35 s after the 20th
     assert timed_phase_rate(iteration_seconds(rcnn_logs(seconds))) == pytest.approx(6 / 35)
+
+
+def test_mnist_steps_are_counted_over_the_epochs_as_the_trainer_counts_them():
+    # 2 epochs of 3 steps at log-interval 1, batch 64 on 2 ranks: 128 samples a line; the last step of an epoch is
+    # smaller but its rate is nominal (128 over its seconds). By hand: 128 / 2560 = 0.05 s, 128 / 1280 = 0.1 s.
+    logs = "\n".join(f"[1,0]<stdout>:epoch={e} batch={b}/3 loss=0.5000 samples_per_sec={r}"
+                     for e, b, r in [(1, 1, "2560.0"), (1, 2, "1280.0"), (1, 3, "2560.0"), (2, 1, "1280.0"),
+                                     (2, 2, "2560.0"), (2, 3, "2560.0")])
+    logs += "\n[1,0]<stdout>:epoch=1 train_loss=0.4 samples_per_sec=2000.0"  # an epoch's line: not a step
+    assert mnist_step_seconds(logs) == pytest.approx({1: 0.05, 2: 0.1, 3: 0.05, 4: 0.1, 5: 0.05, 6: 0.05})
