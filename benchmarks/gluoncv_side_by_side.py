@@ -244,7 +244,7 @@ def speed_runs(runs, args, model, speed):
                                                                 None, False), train_rate)
         for variant in args.ours_variant:
             label, _, extra = variant.partition(":")
-            speed[f"training, short {s}, ours with {extra}"] = (
+            speed[f"training, short {s}, ours {label} ({extra})"] = (
                 runs.ours(model, f"ours-{model}-speed-{label}", k, s, m, None, False, extra=extra.split()),
                 speed[f"training, short {s}, defaults"][1], train_rate)
     return speed
