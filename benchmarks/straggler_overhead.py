@@ -59,7 +59,7 @@ def one_job(image: str, data: Path, model_args, setting: str,
               + " ".join(f"{i}:{t:.2f}" for i, t in sorted(seconds.items())), flush=True)
     else:
         seconds = mnist_step_seconds(result.master.logs)
-    within = timed_steps_cost(seconds)
+    within = (*timed_steps_cost(seconds), six_steps_share(seconds))
     report = result.master.root / REPORT
     if report.exists() != (setting == "on"):
         sys.exit(f"benchmark: {model_args.model} with the report {setting}: report.json "
@@ -111,6 +111,13 @@ def timed_steps_cost(seconds: dict[int, float]) -> tuple[float, list[float]]:
     return extra_share(seconds, EVERY), [extra_share(seconds, offset) for offset in range(2, EVERY - 1)]
 
 
+def six_steps_share(seconds: dict[int, float]) -> float:
+    """The extra share of the job's time of the timed steps and the five after each (offsets 0-5 of every tenth:
+    three pairs): what a timed step costs net of what the next steps give back (on MNIST's short steps the time
+    attributed to a timed step and the next is partly made up by the two pairs after)."""
+    return sum(extra_share(seconds, offset) for offset in (EVERY, 2, 4))
+
+
 def timed_phase_rate(seconds: dict[int, float]) -> float:
     """Faster R-CNN's images/s over the iterations after the 20th, where one in 10 is timed: all of them, the timed
     ones included (the scaling studies' median of the iterations' rates would leave those out)."""
@@ -135,7 +142,7 @@ def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
             within[setting].append(cost)
             print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s"
                   + f", the timed steps' extra share of the job {cost[0]:+.2%} (placebos "
-                    f"{' '.join(f'{c:+.2%}' for c in cost[1])})"
+                    f"{' '.join(f'{c:+.2%}' for c in cost[1])}; with the 4 steps after each {cost[2]:+.2%})"
                   + f" ({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
     return {"rates": rates, "within": within}
 
@@ -167,12 +174,17 @@ def main() -> int:
               f"{' '.join(f'{r:.3f}' for r in ratios):<40} {statistics.median(ratios) - 1:+15.2%}")
     for model, result in results.items():
         within = result["within"]
-        placebos = [c for setting in SETTINGS for _, costs in within[setting] for c in costs]
+        placebos = [c for setting in SETTINGS for _, costs, _ in within[setting] for c in costs]
         print(f"{model}: within each job, the timed steps' extra share of its time: on "
-              f"{' '.join(f'{c:+.2%}' for c, _ in within['on'])}; off (the same steps, nothing timed) "
-              f"{' '.join(f'{c:+.2%}' for c, _ in within['off'])}; at the other offsets of every job, where "
+              f"{' '.join(f'{c:+.2%}' for c, _, _ in within['on'])}; off (the same steps, nothing timed) "
+              f"{' '.join(f'{c:+.2%}' for c, _, _ in within['off'])}; at the other offsets of every job, where "
               f"nothing is timed: median {statistics.median(placebos):+.2%}, standard deviation "
               f"{statistics.stdev(placebos):.2%} over {len(placebos)}")
+        net = [on[2] - off[2] for on, off in zip(within["on"], within["off"])]
+        print(f"{model}: the timed steps with the 4 after each, on minus off, per round: "
+              f"{' '.join(f'{d:+.2%}' for d in net)}" + (f"; mean {statistics.mean(net):+.2%}, standard error "
+                                                        f"{statistics.stdev(net) / len(net) ** 0.5:.2%}"
+                                                        if len(net) > 1 else ""))
     return 0
 
 

@@ -4,7 +4,13 @@ where nothing is timed (placebos)."""
 
 import pytest
 
-from benchmarks.straggler_overhead import iteration_seconds, mnist_step_seconds, timed_phase_rate, timed_steps_cost
+from benchmarks.straggler_overhead import (
+    iteration_seconds,
+    mnist_step_seconds,
+    six_steps_share,
+    timed_phase_rate,
+    timed_steps_cost,
+)
 
 
 def rcnn_logs(seconds: dict[int, float]) -> str:
@@ -43,3 +49,13 @@ def test_mnist_steps_are_counted_over_the_epochs_as_the_trainer_counts_them():
                                      (2, 2, "2560.0"), (2, 3, "2560.0")])
     logs += "\n[1,0]<stdout>:epoch=1 train_loss=0.4 samples_per_sec=2000.0"  # an epoch's line: not a step
     assert mnist_step_seconds(logs) == pytest.approx({1: 0.05, 2: 0.1, 3: 0.05, 4: 0.1, 5: 0.05, 6: 0.05})
+
+
+def test_a_timed_steps_cost_net_of_what_the_next_steps_give_back():
+    # 59 steps of 1 s; each timed step (30, 40, 50) takes 1.5 s, the step 3 after it 0.8 s, the step 5 after 0.9 s:
+    # 0.2 s net a cycle; the step 6 after it (36, 46, 56) 1.2 s, outside the six steps. By hand: steps 22-59 (38
+    # steps), 3 cycles x 0.2 s over 38 s.
+    seconds = {i: 1.0 for i in range(1, 60)} | {t + d: v for t in (30, 40, 50) for d, v in
+                                                 ((0, 1.5), (3, 0.8), (5, 0.9), (6, 1.2))}
+    assert six_steps_share(seconds) == pytest.approx(0.6 / 38)
+    assert timed_steps_cost(seconds)[0] == pytest.approx(1.5 / 38)  # the timed pairs alone: +0.5 s each
