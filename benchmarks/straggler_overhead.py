@@ -4,8 +4,8 @@ default) and off, side by side.
 
 2 hosts x 1 rank, each host on a core of its own (docker --cpuset-cpus, as the scaling studies), the two settings
 alternating within each round so that a change in the machine's load hits both alike. On: every rank times one step
-in 10 after the 20th (it waits for its gradients, meets the others in a small allgather, then pushes its allreduces:
-that step loses its overlap of the backward pass with the allreduces) and rank 0 combines the figures. Per model:
+in 10 after the 20th (it pushes its allreduces, waits for its gradients and meets the others in a small allgather:
+that step's Python waits for the backward pass) and rank 0 combines the figures. Per model:
 each setting's steady throughput per round (MNIST: the epochs after the first, metrics.json; Faster R-CNN: the
 iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on per round, and their median: the
 cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.
@@ -142,7 +142,7 @@ def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
             within[setting].append(cost)
             print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s"
                   + f", the timed steps' extra share of the job {cost[0]:+.2%} (placebos "
-                    f"{' '.join(f'{c:+.2%}' for c in cost[1])}; with the 4 steps after each {cost[2]:+.2%})"
+                    f"{' '.join(f'{c:+.2%}' for c in cost[1])}; with the 5 steps after each {cost[2]:+.2%})"
                   + f" ({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
     return {"rates": rates, "within": within}
 
@@ -181,7 +181,7 @@ def main() -> int:
               f"nothing is timed: median {statistics.median(placebos):+.2%}, standard deviation "
               f"{statistics.stdev(placebos):.2%} over {len(placebos)}")
         net = [on[2] - off[2] for on, off in zip(within["on"], within["off"])]
-        print(f"{model}: the timed steps with the 4 after each, on minus off, per round: "
+        print(f"{model}: the timed steps with the 5 after each, on minus off, per round: "
               f"{' '.join(f'{d:+.2%}' for d in net)}" + (f"; mean {statistics.mean(net):+.2%}, standard error "
                                                         f"{statistics.stdev(net) / len(net) ** 0.5:.2%}"
                                                         if len(net) > 1 else ""))
