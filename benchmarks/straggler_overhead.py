@@ -4,8 +4,8 @@ default) and off, side by side.
 
 2 hosts x 1 rank, each host on a core of its own (docker --cpuset-cpus, as the scaling studies), the two settings
 alternating within each round so that a change in the machine's load hits both alike. On: every rank times one step
-in 10 after the 20th (it pushes its allreduces, waits for its gradients and meets the others in a small allgather:
-that step's Python waits for the backward pass) and rank 0 combines the figures. Per model:
+in 10 after the 20th (it waits for its gradients, meets the others in a small allgather, then pushes its allreduces:
+that step loses its overlap of the backward pass with the allreduces) and rank 0 combines the figures. Per model:
 each setting's steady throughput per round (MNIST: the epochs after the first, metrics.json; Faster R-CNN: the
 iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on per round, and their median: the
 cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.

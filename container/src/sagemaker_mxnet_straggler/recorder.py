@@ -2,16 +2,13 @@
 others; rank 0 combines the figures (figures.py), logs the verdict and writes the report (report.py).
 
 MXNet is asynchronous: Python calling trainer.step is not the gradients being ready, and the allreduces are engine
-operations that run as each gradient is. So on a timed step each rank pushes its allreduces as on any step, waits
-until its gradients are computed (its arrival: a one-number copy of each, pushed before the allreduces, is done),
-then the ranks meet in a small allgather, which ends on every rank when the latest has arrived (its wait: from
-arrival to then). Python waits on that step, which costs it the time to queue the next batch's work meanwhile, hence
-one step in EVERY only (docs/benchmarks/straggler-overhead.md: the cost); the allreduces keep their overlap with the
-backward pass (waiting for the gradients before pushing them lost it: 6-10% of MNIST's time). A small collective
-after the allreduces, which every rank leaves at about the same moment even when one host is slow at its share of
-the allreduce work (a host short of CPU): a rank that leaves the allreduces late arrives late at the meeting, or at
-the next one, and is counted there. Each rank's time between two meetings, over the steps between, is its step
-time.
+operations that run as each gradient is. So on a timed step each rank waits for its gradients (its arrival), then
+the ranks meet in a small allgather, which ends on every rank when the latest has arrived (its wait: from arrival to
+then), and only then push their allreduces: that step loses its overlap of the backward pass with the allreduces,
+hence one step in EVERY only (docs/benchmarks/straggler-overhead.md: the cost). A small collective, not the gradients'
+allreduces, because every rank leaves it at about the same moment even when one host is slow at its share of the
+allreduce work (a host short of CPU): a rank that leaves the allreduces late arrives late at the next meeting, and
+is counted there. Each rank's time between two meetings, over the steps between, is its step time.
 
 The meeting's allgather carries each rank's figures of the previous timed step to rank 0: no launcher channel is
 needed. At hvd.shutdown() and at exit, rank 0 writes what it has (never a collective: the others may be gone); the
@@ -57,38 +54,21 @@ class Recorder:
         self.steps += 1
         if self.steps < START_STEPS or (self.steps - START_STEPS) % EVERY:
             return allreduce()
-        ready = self.readiness()
-        result = allreduce()  # pushed before this rank waits: they overlap the rest of its backward pass as on any step
-        for marker in ready:
-            marker.wait_to_read()
+        for gradient in (param.list_grad()[0] for param in self.trainer._params if param.grad_req != "null"):
+            gradient.wait_to_read()
         arrived = time.monotonic()
         if self.previous_done is None:
             self.start()  # the origin: step times are counted from here
             self.previous_done = time.monotonic()
-            return result
+            return allreduce()
         gathered = self.meet()
         done = time.monotonic()
         self.last = [done - arrived, (done - self.previous_done) / EVERY, float(self.steps)]
         self.previous_done = done
+        result = allreduce()
         if gathered is not None and not math.isnan(gathered[0][2]):
-            self.receive(gathered)  # rank 0
+            self.receive(gathered)  # rank 0, while the allreduces run
         return result
-
-    def readiness(self) -> list:
-        """What to wait for to know that this rank's gradients are all computed, without holding its allreduces
-        back: a one-number copy of each gradient, pushed before them (an allreduce rewrites its gradient in place, so
-        the engine runs it after the copy has read the backward pass's value). A gradient of another storage type
-        is waited for here, before the allreduces (Horovod's trainer has none in practice)."""
-        slice_axis, markers = self.mx.nd.slice_axis, []
-        for param in self.trainer._params:
-            if param.grad_req == "null":
-                continue
-            gradient = param.list_grad()[0]
-            if gradient.stype != "default" or gradient.size == 0:
-                gradient.wait_to_read()
-            else:
-                markers.append(slice_axis(gradient.reshape((-1,)), axis=0, begin=0, end=1))
-        return markers
 
     def start(self) -> None:
         """Every rank's host, once (a blocking allgather at the origin, which every rank reaches)."""
