@@ -39,13 +39,16 @@ from scripts.local_job import run_job
 
 SETTINGS = {"on": "true", "off": "false"}  # horovod_straggler_report
 LAYOUT = "2 hosts x 1 rank"
+RANKS = CONFIGURATIONS[LAYOUT][0] * CONFIGURATIONS[LAYOUT][1]  # a Faster R-CNN iteration: RANKS images; MNIST's step: RANKS batches
+MNIST_BATCH = 64
 REPORT = Path("output") / "data" / "straggler" / "report.json"
 
 
 def one_job(image: str, data: Path, model_args, setting: str,
             workdir: Path) -> tuple[float, str, tuple[float, list[float]] | None]:
     hosts, per_host, cpusets = CONFIGURATIONS[LAYOUT]
-    spec = job_spec(image, data, 1 if model_args.model == "faster_rcnn" else 64, model_args, hosts, per_host, cpusets)
+    batch = 1 if model_args.model == "faster_rcnn" else MNIST_BATCH
+    spec = job_spec(image, data, batch, model_args, hosts, per_host, cpusets)
     spec.hyperparameters["horovod_straggler_report"] = SETTINGS[setting]
     if model_args.model == "mnist":
         spec.hyperparameters["log-interval"] = "1"  # a line per step, for the within-job estimate
@@ -71,20 +74,20 @@ def one_job(image: str, data: Path, model_args, setting: str,
 def iteration_seconds(logs: str) -> dict[int, float]:
     """Faster R-CNN's seconds per iteration, by iteration (1-based, the trainer's step count), from rank 0's lines:
     with log-interval 1 each line's rate is over its own iteration, of 2 images (one per rank)."""
-    return {int(m[1]): 2 / float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m}
+    return {int(m[1]): RANKS / float(m[2]) for m in map(RCNN_ITERATION.search, logs.splitlines()) if m}
 
 
 MNIST_STEP = re.compile(r"epoch=(\d+) batch=(\d+)/(\d+) .*samples_per_sec=(\S+)")
 
 
-def mnist_step_seconds(logs: str, batch: int = 64, ranks: int = 2) -> dict[int, float]:
+def mnist_step_seconds(logs: str) -> dict[int, float]:
     """MNIST's seconds per step, by step of the job (1-based, the trainer's count, over the epochs), from rank 0's
     lines at log-interval 1: each line's rate is its step's samples of every rank (batch x ranks, nominally: the
     last, smaller batch of an epoch too) over the time since the last line (or the epoch's start)."""
     seconds = {}
     for m in filter(None, map(MNIST_STEP.search, logs.splitlines())):
         epoch, step, steps, rate = int(m[1]), int(m[2]), int(m[3]), float(m[4])
-        seconds[(epoch - 1) * steps + step] = batch * ranks / rate
+        seconds[(epoch - 1) * steps + step] = MNIST_BATCH * RANKS / rate
     return seconds
 
 
@@ -124,7 +127,7 @@ def timed_phase_rate(seconds: dict[int, float]) -> float:
     after = [t for i, t in seconds.items() if i > START]
     if not after:
         sys.exit("benchmark: no Faster R-CNN iteration after the 20th: --iterations must be more than 30")
-    return 2 * len(after) / sum(after)  # 2 images an iteration
+    return RANKS * len(after) / sum(after)  # an image per rank an iteration
 
 
 def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
