@@ -5,6 +5,7 @@ A uniquely named module, not conftest: tests/faults and tests/sdk have conftests
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 from local_job import JobSpec, run_job
@@ -22,6 +23,19 @@ def run(image, workdir, hosts=2, hps=None, env=None, **spec):
     job = JobSpec(image=image, hosts=hosts, hyperparameters=hyperparameters, env=env or {}, code_dir=CODE_DIR,
                   timeout_s=spec.pop("timeout_s", 180), **spec)
     return run_job(job, workdir)
+
+
+def wait_for(condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} within {timeout:.0f} s")
+        time.sleep(0.1)  # files written in the containers: nothing to block on
+
+
+def release(fifo: Path) -> None:
+    """Let a rank of allreduce.py --release-fifo go on: its open() of the FIFO returns once a writer opens it."""
+    os.close(os.open(fifo, os.O_WRONLY))
 
 
 def synthetic_mnist(image, root, train, test):

@@ -3,18 +3,7 @@ exec on the worker, SIGUSR1 to the master's `train`), written on every host with
 output in its own log on the master, the console showing the chosen ranks only; the end-of-job line with every
 host's peak memory. The failure causes (out of memory, a small /dev/shm) are fault scenarios (tests/faults)."""
 
-import os
-import time
-
-from cluster_jobs import run
-
-
-def wait_for(condition, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} within {timeout:.0f} s")
-        time.sleep(0.1)  # files written in the containers: nothing to block on
+from cluster_jobs import release, run, wait_for
 
 
 def complete_dumps(root):
@@ -31,7 +20,7 @@ def test_stacks_on_demand_per_rank_logs_and_peak_memory_across_two_hosts(image, 
         job.signal("algo-1", "USR1")  # docker kill --signal USR1 on the master
         wait_for(lambda: len(complete_dumps(roots["algo-1"])) == 2, "the master's second dump")
         for root in roots.values():
-            os.close(os.open(root / "release", os.O_WRONLY))  # the rank's open() returns: it goes on
+            release(root / "release")
 
     result = run(image, tmp_path / "job", hps={"release-fifo": "/opt/ml/release", "mpi_console_ranks": "0",
                                                 "extra-steps": "3"}, during=ask_for_stacks_then_release)

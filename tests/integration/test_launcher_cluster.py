@@ -4,7 +4,7 @@ private network, random container hostnames (as in SDK local mode), `docker run 
 import json
 import re
 
-from cluster_jobs import run
+from cluster_jobs import release, run, wait_for
 
 
 def rank_records(result):
@@ -167,13 +167,18 @@ def test_sshd_only_on_workers_and_only_on_the_cluster_interface(image, tmp_path)
     0.0.0.0; the master runs no sshd (mpirun only connects out from it)."""
     seen = {}
 
-    def inspect_hosts(job):
-        job.wait_for_log("algo-1", "rank 0/2", timeout=120)
+    def inspect_hosts_then_release(job):
+        # Both ranks wait in open() of a FIFO until released: the job is surely running while the hosts are read
+        # (a job that outran the inspection failed CI once: "job: 8.0 s").
+        fifos = [tmp_path / host / "release" for host in ("algo-1", "algo-2")]
+        wait_for(lambda: all(fifo.exists() for fifo in fifos), "both ranks waiting")
         for host in ("algo-1", "algo-2"):
             seen[host] = json.loads(job.exec(host, "python3", "-c", LISTENERS).stdout)
             seen[host]["sshd"] = job.exec(host, "sh", "-c", "cat /proc/[0-9]*/comm | grep -cx sshd || true").stdout
+        for fifo in fifos:
+            release(fifo)
 
-    result = run(image, tmp_path, env={"EXTRA_STEPS": "30"}, during=inspect_hosts)
+    result = run(image, tmp_path, hps={"release-fifo": "/opt/ml/release"}, during=inspect_hosts_then_release)
     assert result.exit_codes == [0, 0] and result.during_error is None, result.describe()
     worker_ssh = [address for address, port in seen["algo-2"]["listeners"] if port == 22]
     assert worker_ssh == [seen["algo-2"]["eth0"]], seen
