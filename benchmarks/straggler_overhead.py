@@ -3,16 +3,17 @@
 default) and off, side by side.
 
 2 hosts x 1 rank, each host on a core of its own (docker --cpuset-cpus, as the scaling studies), the two settings
-alternating within each round so that a change in the machine's load hits both alike. On: every rank times one step
-in 10 after the 20th (it waits for its gradients, meets the others in a small allgather, then pushes its allreduces:
-that step loses its overlap of the backward pass with the allreduces) and rank 0 combines the figures. Per model:
+alternating within each round so that a change in the machine's load hits both alike. On: every rank times a step
+about every 10 s (horovod_straggler_every_s), at least 10 steps apart, after the 20th (it waits for its gradients,
+meets the others in a small allgather, then pushes its allreduces: that step loses its overlap of the backward pass
+with the allreduces) and rank 0 combines the figures. Per model:
 each setting's steady throughput per round (MNIST: the epochs after the first, metrics.json; Faster R-CNN: the
 iterations after the 20th, from rank 0's per-iteration lines), the ratio off/on per round, and their median: the
 cost of a step, (off/on - 1). A job with the report on must have written it (report.json); one with it off must not.
 Also within each job, where rounds' noise does not reach: the timed steps' (and the next ones') extra time over the
-job's usual step, as a share of the job's time, from rank 0's line per step (MNIST runs at log-interval 1 here); the
-same arithmetic on the job with the report off, at the same steps, and on every job at the places between them
-(placebos), is the estimate's own spread. Each Faster R-CNN job's seconds per iteration are printed.
+job's usual step, as a share of the job's time, from rank 0's line per step (MNIST runs at log-interval 1 here), at
+the steps the "on" job's report says the ranks met at; the same arithmetic on the job with the report off, at the same
+steps, and on every job at the places between them (placebos), is the estimate's own spread. Each Faster R-CNN job's seconds per iteration are printed.
 
 Run it on a quiet machine: a 1% effect is well inside what other work on 2 cores moves a job's throughput by.
 
@@ -62,13 +63,12 @@ def one_job(image: str, data: Path, model_args, setting: str,
               + " ".join(f"{i}:{t:.2f}" for i, t in sorted(seconds.items())), flush=True)
     else:
         seconds = mnist_step_seconds(result.master.logs)
-    within = (*timed_steps_cost(seconds), six_steps_share(seconds))
     report = result.master.root / REPORT
     if report.exists() != (setting == "on"):
         sys.exit(f"benchmark: {model_args.model} with the report {setting}: report.json "
                  f"{'missing' if setting == 'on' else 'written'}\n{result.describe()}")
-    verdict = json.loads(report.read_text())["verdict"]["text"] if setting == "on" else "-"
-    return rate, verdict, within
+    written = json.loads(report.read_text()) if setting == "on" else None
+    return rate, seconds, written
 
 
 def iteration_seconds(logs: str) -> dict[int, float]:
@@ -91,34 +91,41 @@ def mnist_step_seconds(logs: str) -> dict[int, float]:
     return seconds
 
 
-START, EVERY = 20, 10  # the recorder's: steps 1-20 not timed, then one in 10 (30, 40, ...)
+START = 20  # the recorder's: steps 1-20 not timed; the ranks meet at 30, 40, then about every 10 s (at least 10 apart)
+PLACEBO_OFFSETS = range(2, 9)  # pairs clear of the timed ones: the ranks meet at least 10 steps apart
 
 
-def extra_share(seconds: dict[int, float], offset: int) -> float:
-    """The share of the job's time (from iteration START + 2) that the iterations at START + offset, + EVERY, ...
-    and the ones after them (whose work may wait for a timed step's late allreduces) add over the job's usual
-    iteration (the median of the others). At offset EVERY: what the report's timed steps cost. At the other offsets,
-    where nothing is timed: the same arithmetic at places like any other, the estimate's own spread (placebos)."""
+def timed_steps(report: dict) -> list[int]:
+    """The steps at which the ranks met, from the job's report: every sample's, and the last meeting's (its figures
+    would have come at the next)."""
+    return [*report["samples"]["step"], *([report["steps"]["last_met"]] if report["steps"].get("last_met") else [])]
+
+
+def extra_share(seconds: dict[int, float], timed: list[int], offset: int = 0) -> float:
+    """The share of the job's time (from iteration START + 2) that the iterations `offset` after the timed ones and
+    the ones after them (whose work may wait for a timed step's late allreduces) add over the job's usual iteration
+    (the median of the others). At offset 0: what the report's timed steps cost. At offsets 2-8, where nothing is
+    timed: the same arithmetic at places like any other, the estimate's own spread (placebos)."""
     measured = {i: t for i, t in seconds.items() if i >= START + 2}
-    if (max(measured) - START) % EVERY == 0:
-        del measured[max(measured)]  # a timed last iteration: no next one to count with it
-    at = [i for i in measured if (i - START) % EVERY == offset % EVERY and i + 1 in measured]
+    for last in [t for t in timed if t in measured and t + 1 not in measured]:
+        del measured[last]  # a timed last iteration: no next one to count with it
+    at = [t + offset for t in timed if t + offset in measured and t + offset + 1 in measured]
     touched = {*at, *(i + 1 for i in at)}
     usual = statistics.median(t for i, t in measured.items() if i not in touched)
     extra = sum(measured[i] + measured[i + 1] - 2 * usual for i in at)
     return extra / (usual * len(measured))
 
 
-def timed_steps_cost(seconds: dict[int, float]) -> tuple[float, list[float]]:
+def timed_steps_cost(seconds: dict[int, float], timed: list[int]) -> tuple[float, list[float]]:
     """(the timed steps' extra share, the placebos': the same at offsets 2-8, clear of the timed pairs)."""
-    return extra_share(seconds, EVERY), [extra_share(seconds, offset) for offset in range(2, EVERY - 1)]
+    return extra_share(seconds, timed), [extra_share(seconds, timed, offset) for offset in PLACEBO_OFFSETS]
 
 
-def six_steps_share(seconds: dict[int, float]) -> float:
-    """The extra share of the job's time of the timed steps and the five after each (offsets 0-5 of every tenth:
-    three pairs): what a timed step costs net of what the next steps give back (on MNIST's short steps the time
-    attributed to a timed step and the next is partly made up by the two pairs after)."""
-    return sum(extra_share(seconds, offset) for offset in (EVERY, 2, 4))
+def six_steps_share(seconds: dict[int, float], timed: list[int]) -> float:
+    """The extra share of the job's time of the timed steps and the five after each (offsets 0-5: three pairs): what
+    a timed step costs net of what the next steps give back (on MNIST's short steps the time attributed to a timed
+    step and the next is partly made up by the two pairs after)."""
+    return sum(extra_share(seconds, timed, offset) for offset in (0, 2, 4))
 
 
 def timed_phase_rate(seconds: dict[int, float]) -> float:
@@ -138,15 +145,23 @@ def model_rounds(image: str, model: str, args, tmp: Path) -> dict:
     within: dict = {setting: [] for setting in SETTINGS}
     for round_ in range(args.repeat):
         order = list(SETTINGS) if round_ % 2 == 0 else list(reversed(SETTINGS))
+        jobs = {}
         for setting in order:
             started = time.monotonic()
-            rate, verdict, cost = one_job(image, data, model_args, setting, tmp / f"{model}-{round_}-{setting}")
+            jobs[setting] = one_job(image, data, model_args, setting, tmp / f"{model}-{round_}-{setting}")
+            print(f"{model} round {round_ + 1}, report {setting}: {jobs[setting][0]:.4g} samples/s "
+                  f"({time.monotonic() - started:.0f} s, load {load()})", flush=True)
+        report = jobs["on"][2]
+        timed = timed_steps(report)  # the "off" job's at the same steps: nothing happens there
+        for setting in SETTINGS:
+            rate, seconds, _ = jobs[setting]
+            cost = (*timed_steps_cost(seconds, timed), six_steps_share(seconds, timed))
             rates[setting].append(rate)
             within[setting].append(cost)
-            print(f"{model} round {round_ + 1}, report {setting}: {rate:.4g} samples/s"
-                  + f", the timed steps' extra share of the job {cost[0]:+.2%} (placebos "
-                    f"{' '.join(f'{c:+.2%}' for c in cost[1])}; with the 5 steps after each {cost[2]:+.2%})"
-                  + f" ({time.monotonic() - started:.0f} s, load {load()}) {verdict}", flush=True)
+            print(f"{model} round {round_ + 1}, report {setting}: the timed steps' extra share of the job "
+                  f"{cost[0]:+.2%} (placebos {' '.join(f'{c:+.2%}' for c in cost[1])}; with the 5 steps after each "
+                  f"{cost[2]:+.2%})" + (f"; {len(timed)} timed, {timed[:3]}...{timed[-1]}, "
+                                        f"{report['verdict']['text']}" if setting == "on" else ""), flush=True)
     return {"rates": rates, "within": within}
 
 

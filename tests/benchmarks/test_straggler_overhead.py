@@ -9,6 +9,7 @@ from benchmarks.straggler_overhead import (
     mnist_step_seconds,
     six_steps_share,
     timed_phase_rate,
+    timed_steps,
     timed_steps_cost,
 )
 
@@ -20,20 +21,20 @@ def rcnn_logs(seconds: dict[int, float]) -> str:
 
 def test_the_timed_iterations_and_the_next_ones_extra_time_over_the_job_at_its_usual_pace():
     # 50 iterations of 2 s, but: start-up (1-21) and a timed last iteration (50) left out; the timed 30 and 40 take
-    # 3 s, the one after 30 takes 2.5 s, after 40 the usual 2 s; 25 and 26 (a placebo pair, offset 5) 1 s more each.
+    # 3 s, the one after 30 takes 2.5 s, after 40 the usual 2 s; 35 and 36 (a placebo pair, offset 5) 1 s more each.
     seconds = {i: 2.0 for i in range(1, 51)} | {1: 30.0, 20: 9.0, 21: 4.0, 30: 3.0, 31: 2.5, 40: 3.0, 50: 9.0,
-                                                 25: 3.0, 26: 3.0}
-    timed, placebos = timed_steps_cost(iteration_seconds(rcnn_logs(seconds)))
-    # Iterations 22-49 took 28 x 2 s + 1 + 0.5 + 1 (+ 2 at 25-26) against 56 s at the usual pace: 2.5 s over 56.
+                                                 35: 3.0, 36: 3.0}
+    timed, placebos = timed_steps_cost(iteration_seconds(rcnn_logs(seconds)), [30, 40, 50])
+    # Iterations 22-49 took 28 x 2 s + 1 + 0.5 + 1 (+ 2 at 35-36) against 56 s at the usual pace: 2.5 s over 56.
     assert timed == pytest.approx(2.5 / 56)
-    # Offsets 2-8 (22-23, 32-33, 42-43; ...; 28-29, 38-39, 48-49): offset 5's pairs hold 25 and 26 (2 s more),
-    # offset 4's (24-25, ...) and 6's (26-27, ...) one of them (1 s).
+    # Offsets 2-8 after 30 and 40 (32-33, 42-43; ...; 38-39, 48-49): offset 5's pairs hold 35 and 36 (2 s more),
+    # offset 4's (34-35, ...) and 6's (36-37, ...) one of them (1 s).
     assert placebos == pytest.approx([0, 0, 1 / 56, 2 / 56, 1 / 56, 0, 0])
 
 
 def test_a_job_at_an_even_pace_costs_nothing_whatever_its_noise_elsewhere():
     seconds = {i: 2.0 + (0.4 if i % 7 == 0 and i % 10 not in (0, 1) else 0.0) for i in range(1, 46)}
-    assert timed_steps_cost(iteration_seconds(rcnn_logs(seconds)))[0] == pytest.approx(0.0)
+    assert timed_steps_cost(iteration_seconds(rcnn_logs(seconds)), [30, 40])[0] == pytest.approx(0.0)
 
 
 def test_the_rate_after_the_20th_iteration_is_every_image_over_every_second_the_timed_ones_included():
@@ -57,5 +58,20 @@ def test_a_timed_steps_cost_net_of_what_the_next_steps_give_back():
     # steps), 3 cycles x 0.2 s over 38 s.
     seconds = {i: 1.0 for i in range(1, 60)} | {t + d: v for t in (30, 40, 50) for d, v in
                                                  ((0, 1.5), (3, 0.8), (5, 0.9), (6, 1.2))}
-    assert six_steps_share(seconds) == pytest.approx(0.6 / 38)
-    assert timed_steps_cost(seconds)[0] == pytest.approx(1.5 / 38)  # the timed pairs alone: +0.5 s each
+    assert six_steps_share(seconds, [30, 40, 50]) == pytest.approx(0.6 / 38)
+    assert timed_steps_cost(seconds, [30, 40, 50])[0] == pytest.approx(1.5 / 38)  # the timed pairs alone: +0.5 s each
+
+
+def test_timed_steps_far_apart_at_the_steps_the_report_names():
+    # Steps of 0.1 s; the ranks met at 30, 40 and 190 (the samples) and 340 (the last meeting): each takes 0.15 s and
+    # the step after it 0.12 s. By hand: steps 22-400 (379 steps), 4 x 0.07 s over 37.9 s; the placebo at offset 2
+    # (32-33, 42-43, 192-193, 342-343) finds nothing.
+    seconds = {i: 0.1 for i in range(1, 401)} | {t + d: v for t in (30, 40, 190, 340) for d, v in ((0, 0.15), (1, 0.12))}
+    report = {"samples": {"step": [30, 40, 190]}, "steps": {"last_met": 340}}
+    timed = timed_steps(report)
+    assert timed == [30, 40, 190, 340]
+    cost, placebos = timed_steps_cost(seconds, timed)
+    assert cost == pytest.approx(4 * 0.07 / 37.9)
+    assert placebos[0] == pytest.approx(0.0)
+    # A report written before last_met: the samples' steps only.
+    assert timed_steps({"samples": {"step": [30, 40]}, "steps": {}}) == [30, 40]

@@ -3,6 +3,7 @@ names a directory, once; gradient compression's wrap and this one compose, in ei
 report. The recorder, the report and the chart at work, across hosts: tests/integration/test_straggler_cluster.py."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -85,3 +86,34 @@ def test_one_process_has_no_other_rank_to_wait_for_and_writes_nothing(tmp_path):
                                                                   SM_MODEL_DIR=str(tmp_path)))
     assert done.returncode == 0, done.stderr[-3000:]
     assert not report_dir.exists() and "straggler report" not in done.stderr
+
+
+def test_on_short_steps_the_ranks_agree_to_time_a_step_about_every_so_many_seconds(tmp_path):
+    """2 ranks under mpirun, steps of milliseconds, a step timed about every 0.3 s (the launcher's
+    horovod_straggler_every_s): the ranks meet at the same steps (the job ends: a rank meeting alone would stall it),
+    at least 10 steps apart, each spacing 0.3 s of the steps rank 0 measured before it, here by the script's clock."""
+    report_dir, every_s = tmp_path / "straggler", 0.3
+    done = subprocess.run(
+        ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2", "--bind-to", "none",
+         sys.executable, str(SLOW_RANK), "--steps", "1000", "--hidden", "16"],
+        capture_output=True, text=True, timeout=300,
+        env=environment(SMMH_STRAGGLER_REPORT=str(report_dir), SMMH_STRAGGLER_EVERY_S=str(every_s),
+                        SM_MODEL_DIR=str(tmp_path)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((report_dir / "report.json").read_text())
+    steps, spanned = report["samples"]["step"], report["samples"]["spanned"]
+    assert report["steps"]["timed_every_s"] == every_s and len(steps) >= 6, report["steps"]
+    # Each sample stands for the steps since the one before (the first, since the 20th): the spacing every rank used.
+    met = [20, *steps]
+    assert spanned == [b - a for a, b in zip(met, met[1:])]
+    # The last meeting's figures would have come at the next: it is after the last sample.
+    assert report["steps"]["last_met"] > steps[-1]
+    # The first two meetings come 10 steps apart (no step time yet). After, the spacing set at a meeting comes from the
+    # step time rank 0 sent there: that of the two meetings before. The same step time by the script's clock (rank
+    # 0's arrivals: trainer step S is the script's step S - 1), and every_s of it, at least 10 steps.
+    assert spanned[:2] == [10, 10]
+    ready = json.loads((tmp_path / "rank-0.json").read_text())["ready_s"]
+    expected = [max(10, every_s / ((ready[b - 1] - ready[a - 1]) / (b - a))) for a, b in zip(met, met[1:])]
+    for index in range(2, len(spanned)):
+        assert spanned[index] == pytest.approx(expected[index - 2], rel=0.2, abs=1), (index, spanned, expected)
+    assert max(spanned) > 10, spanned  # the steps are short: the spacing grew

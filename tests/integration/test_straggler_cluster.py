@@ -23,8 +23,10 @@ CHART = "/opt/ml/output/data/straggler/lateness.png"
 
 
 def straggler_job(image, workdir, hps, **spec):
+    # One step in 10 timed, not one about every 10 s: jobs of a minute (tests/image/test_straggler.py: the spacing).
     hyperparameters = {"sagemaker_program": "slow_rank.py", "sagemaker_submit_directory": "/opt/ml/code",
-                       "sagemaker_mpi_num_of_processes_per_host": "2", "mpi_peer_timeout_s": "60", **hps}
+                       "sagemaker_mpi_num_of_processes_per_host": "2", "mpi_peer_timeout_s": "60",
+                       "horovod_straggler_every_s": "0", **hps}
     return run_job(JobSpec(image=image, hosts=2, hyperparameters=hyperparameters, code_dir=CODE_DIR, timeout_s=600,
                            **spec), workdir)
 
@@ -92,8 +94,8 @@ def test_a_host_half_as_fast_as_the_other_is_named_by_the_delay_it_measured(imag
     # Written at exit: every timed step's figures rank 0 received. The ranks meet at steps 30, 40, ..., 140 and each
     # meeting brings the figures of the one before: steps 30-130, each standing for 10 steps (11 samples: a verdict
     # needs 5, and a host is named when late in 3 of 4 or more: with 7 samples, 5 of 7 late was too few now and then).
-    assert report["steps"] == {"first_timed": 30, "last_timed": 130, "timed_every": 10, "start_steps_not_timed": 20,
-                               "samples": 11, "samples_kept": 11}
+    assert report["steps"] == {"first_timed": 30, "last_timed": 130, "timed_every": 10, "timed_every_s": 0,
+                               "start_steps_not_timed": 20, "samples": 11, "samples_kept": 11, "last_met": 140}
     assert [rank["steps"] for rank in report["ranks"]] == [110] * 4
     verdict = report["verdict"]
     assert verdict["stands_out"] and (verdict["host"], verdict["whole_host"], verdict["ranks"]) == ("algo-2", True,

@@ -12,7 +12,7 @@ import os
 import sys
 import textwrap
 
-from sagemaker_mxnet_straggler.figures import lateness
+from sagemaker_mxnet_straggler.figures import EVERY, lateness
 from sagemaker_mxnet_straggler.report import CHART, samples_of
 
 SMOOTHING = 5  # samples in each point's running median: one late step is noise, a run of them is not
@@ -39,8 +39,8 @@ def draw(report: dict, path: str) -> str:
     step_s = verdict["step_s"] or 0
     threshold_ms = report["standout_share"] * step_s * 1000
     figure, (over_time, by_rank) = pyplot.subplots(2, 1, figsize=(10, 7), height_ratios=(3, 2))
-    minutes = [seconds / 60 for _, seconds, _, _ in samples]
-    late = [lateness(waits) for _, _, waits, _ in samples]
+    minutes = [seconds / 60 for _, seconds, _, _, _ in samples]
+    late = [lateness(waits) for _, _, waits, _, _ in samples]
     loud_colours, loud, quiet = pyplot.get_cmap("Dark2"), 0, 0
     for rank in ranks:
         points = [v * 1000 for v in running_median([row[rank["rank"]] for row in late])]
@@ -70,12 +70,20 @@ def draw(report: dict, path: str) -> str:
                    fontsize="small", ncol=min(5, len(hosts)))
     steps = report["steps"]
     figure.suptitle("\n".join(textwrap.wrap(verdict["text"], 90)) +
-                    f"\n(steps {steps['first_timed']}-{steps['last_timed']}, one in {steps['timed_every']} timed)",
+                    f"\n(steps {steps['first_timed']}-{steps['last_timed']}, {timed_how(steps)})",
                     fontsize="medium")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     pyplot.close(figure)
     return path
+
+
+def timed_how(steps: dict) -> str:
+    """'one in 10 timed', or with a spacing in seconds 'one about every 10 s timed (the last 1 in 154)'."""
+    every_s = steps.get("timed_every_s") or 0
+    if not every_s or steps["timed_every"] is None or steps["timed_every"] <= EVERY:
+        return f"one in {steps['timed_every']} timed"
+    return f"one about every {every_s:g} s timed (the last 1 in {steps['timed_every']})"
 
 
 def main(argv: list) -> int:

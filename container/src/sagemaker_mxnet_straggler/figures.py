@@ -24,8 +24,20 @@ from dataclasses import dataclass, field
 STANDOUT_SHARE = 0.10
 CONSISTENT = 0.75
 MIN_SAMPLES = 5  # a verdict needs this many timed steps
+# A timed step costs up to about a step (docs/benchmarks/straggler-overhead.md): at least EVERY steps apart, and on
+# short steps about EVERY_S seconds apart, so that it costs under 1% of a step even where a step is 65 ms (MNIST).
+EVERY = 10
+EVERY_S = 10.0
 KEPT_VALUES = 200_000  # samples kept x ranks, at most: rank 0's memory and the time of its medians stay small
 MAX_KEPT = 2048
+
+
+def steps_between_timed(step_s: float, every_s: float = EVERY_S) -> int:
+    """How many steps after this timed step the next is: about every_s seconds of steps of step_s, and at least EVERY
+    (also when the step time is not known yet, or every_s is 0)."""
+    if not step_s > 0 or not every_s > 0 or math.isinf(step_s):
+        return EVERY
+    return max(EVERY, round(every_s / step_s))
 
 
 def reference_wait(waits: list[float]) -> float:
@@ -53,6 +65,7 @@ class Sample:
     seconds: float  # rank 0's time since the first sample
     waits: list[float]  # by rank
     step_times: list[float]  # by rank; nan at the first sample (no previous one)
+    spanned: int = 0  # the steps it stands for (since the previous sample): set by Figures.add
     late: list[float] = field(init=False)
 
     def __post_init__(self):
@@ -84,6 +97,7 @@ class Figures:
 
     def add(self, sample: Sample, steps: int) -> None:
         """A sample standing for `steps` steps (those since the previous sample)."""
+        sample.spanned = steps
         if not self.waited_s:
             self.waited_s = [0.0] * len(sample.waits)
         if not any(math.isnan(value) for value in sample.step_times):

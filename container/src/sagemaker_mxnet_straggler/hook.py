@@ -16,6 +16,7 @@ import sys
 from sagemaker_mxnet_import_hooks.after_import import after_import
 
 VARIABLE = "SMMH_STRAGGLER_REPORT"
+EVERY_S_VARIABLE = "SMMH_STRAGGLER_EVERY_S"  # seconds between timed steps (the launcher's horovod_straggler_every_s)
 OFF = ("", "off", "false", "0", "none")
 MODULE = "horovod.mxnet"
 

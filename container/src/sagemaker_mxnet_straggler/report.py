@@ -9,7 +9,7 @@ import json
 import math
 import os
 
-from sagemaker_mxnet_straggler.figures import CONSISTENT, MIN_SAMPLES, STANDOUT_SHARE, Figures, judge
+from sagemaker_mxnet_straggler.figures import CONSISTENT, EVERY, MIN_SAMPLES, STANDOUT_SHARE, Figures, judge
 
 REPORT = "report.json"
 CHART = "lateness.png"
@@ -34,7 +34,8 @@ def rank_rows(figures: Figures) -> list[dict]:
     return rows
 
 
-def report(figures: Figures, every: int, start_steps: int) -> dict:
+def report(figures: Figures, every_s: float, start_steps: int, last_met: int | None = None) -> dict:
+    """last_met: the step of the ranks' last meeting, whose figures would come at the next one."""
     verdict = judge(figures)
     listed = max(MIN_SAMPLES, SAMPLE_VALUES // max(1, len(figures.hosts)))
     spread = figures.kept[::max(1, math.ceil(len(figures.kept) / listed))]
@@ -44,23 +45,28 @@ def report(figures: Figures, every: int, start_steps: int) -> dict:
                     "step_s": number(verdict.step_s), "share": number(verdict.share, 4),
                     "late_share": number(verdict.late_share, 4),
                     "also": [[rank, host, number(late)] for rank, host, late in verdict.also]},
-        "steps": {"first_timed": figures.first_step, "last_timed": figures.last_step, "timed_every": every,
-                  "start_steps_not_timed": start_steps, "samples": figures.received, "samples_kept": len(figures.kept)},
+        # timed_every: the steps the last sample stood for (at least EVERY, about every_s seconds of steps)
+        "steps": {"first_timed": figures.first_step, "last_timed": figures.last_step,
+                  "timed_every": figures.kept[-1].spanned if figures.kept else None, "timed_every_s": every_s,
+                  "start_steps_not_timed": start_steps, "samples": figures.received, "samples_kept": len(figures.kept),
+                  "last_met": last_met},
         "standout_share": STANDOUT_SHARE, "consistent_share": CONSISTENT,
         "ranks": rank_rows(figures),
         "samples": {"step": [s.step for s in spread], "seconds": [round(s.seconds, 3) for s in spread],
                     "wait_s": [[number(v) for v in s.waits] for s in spread],
-                    "step_s": [[number(v) for v in s.step_times] for s in spread]},
+                    "step_s": [[number(v) for v in s.step_times] for s in spread],
+                    "spanned": [s.spanned for s in spread]},
     }
 
 
-def write_report(directory: str, figures: Figures, every: int, start_steps: int) -> str:
+def write_report(directory: str, figures: Figures, every_s: float, start_steps: int,
+                 last_met: int | None = None) -> str:
     """REPORT in directory, replaced atomically; returns its path."""
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, REPORT)
     partial = f"{path}.{os.getpid()}"
     with open(partial, "w") as file:
-        file.write(to_text(report(figures, every, start_steps)))
+        file.write(to_text(report(figures, every_s, start_steps, last_met)))
     os.replace(partial, path)
     return path
 
@@ -78,11 +84,12 @@ def to_text(report_dict: dict) -> str:
 
 
 def samples_of(report_dict: dict) -> list:
-    """The report's samples as (step, seconds, waits, step times), nan for a missing figure: to redo the figures from
-    a report (the chart, the tests' recorded jobs)."""
+    """The report's samples as (step, seconds, waits, step times, steps stood for), nan for a missing figure: to redo
+    the figures from a report (the chart, the tests' recorded jobs; those before spanned was written: EVERY each)."""
     samples = report_dict["samples"]
     def numbers(values):
         return [math.nan if value is None else value for value in values]
 
-    return [(step, seconds, numbers(waits), numbers(times)) for step, seconds, waits, times in
-            zip(samples["step"], samples["seconds"], samples["wait_s"], samples["step_s"])]
+    spanned = samples.get("spanned", [EVERY] * len(samples["step"]))
+    return [(step, seconds, numbers(waits), numbers(times), steps) for step, seconds, waits, times, steps in
+            zip(samples["step"], samples["seconds"], samples["wait_s"], samples["step_s"], spanned)]

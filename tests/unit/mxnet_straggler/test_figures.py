@@ -15,6 +15,7 @@ from sagemaker_mxnet_straggler.figures import (
     lateness,
     reference_wait,
     seconds,
+    steps_between_timed,
 )
 from sagemaker_mxnet_straggler.report import samples_of
 
@@ -141,11 +142,31 @@ def test_seconds_have_two_significant_digits():
         "0.21 s", "1.3 s", "0.0042 s", "12 s", "0.096 s", "0.10 s", "0 s"]
 
 
+def test_timed_steps_are_about_the_spacing_in_seconds_apart_and_at_least_ten_steps():
+    # By hand: 10 s of 65 ms steps is 153.8 steps; of 0.5 s steps 20; of 2 s steps 5, fewer than 10.
+    assert steps_between_timed(0.065, 10.0) == 154
+    assert steps_between_timed(0.5, 10.0) == 20
+    assert steps_between_timed(2.0, 10.0) == 10
+    # Not known yet (the first meeting brings no step time), or no spacing asked for: one in 10.
+    assert steps_between_timed(math.nan, 10.0) == 10
+    assert steps_between_timed(0.0, 10.0) == 10
+    assert steps_between_timed(0.065, 0.0) == 10
+
+
+def test_the_charts_subtitle_says_how_the_steps_were_timed():
+    from sagemaker_mxnet_straggler.chart import timed_how
+
+    assert timed_how({"timed_every": 10, "timed_every_s": 0}) == "one in 10 timed"
+    assert timed_how({"timed_every": 10, "timed_every_s": 10.0}) == "one in 10 timed"  # long steps: 10 apart
+    assert timed_how({"timed_every": 154, "timed_every_s": 10.0}) == "one about every 10 s timed (the last 1 in 154)"
+    assert timed_how({"timed_every": 10}) == "one in 10 timed"  # a report written before timed_every_s
+
+
 def recorded(name):
     report = json.loads((RECORDED / f"{name}.json").read_text())
     result = Figures([rank["host"] for rank in report["ranks"]])
-    for step, at, waits, times in samples_of(report):
-        result.add(Sample(step, at, waits, times), report["steps"]["timed_every"])
+    for step, at, waits, times, spanned in samples_of(report):
+        result.add(Sample(step, at, waits, times), spanned)
     return report, result
 
 

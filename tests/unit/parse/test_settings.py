@@ -66,6 +66,15 @@ def test_the_straggler_report_is_on_unless_the_hyperparameter_or_the_environment
         parse_launcher_settings({"horovod_straggler_report": "sometimes"}, {})
 
 
+def test_the_straggler_reports_spacing_is_seconds_zero_or_more():
+    assert parse_launcher_settings({}, {})[0].horovod_straggler_every_s == 10.0
+    assert parse_launcher_settings({"horovod_straggler_every_s": "0"}, {})[0].horovod_straggler_every_s == 0.0
+    assert parse_launcher_settings({}, {"HOROVOD_STRAGGLER_EVERY_S": "2.5"})[0].horovod_straggler_every_s == 2.5
+    for wrong in ("-1", "often"):
+        with pytest.raises(ConfigError, match="horovod_straggler_every_s"):
+            parse_launcher_settings({"horovod_straggler_every_s": wrong}, {})
+
+
 def test_unknown_launcher_knob_warns():
     _, warnings = parse_launcher_settings({"horovod_fusion_mb": "3", "mpi_foo": "1", "sagemaker_region": "x"}, {})
     assert len(warnings) == 2

@@ -125,14 +125,19 @@ def test_gradient_compression_reaches_every_rank_and_none_sets_nothing():
 
 
 def test_the_straggler_report_is_written_under_output_data_in_every_mpi_job_unless_turned_off():
-    assert settings(straggler_report(two_hosts())) == {"SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler"}
-    assert settings(straggler_report(job(sagemaker_mpi_num_of_processes_per_host="2"))) == {
-        "SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler"}
+    # A step timed about every 10 s (at least 10 steps apart), or as often as horovod_straggler_every_s says.
+    assert settings(straggler_report(two_hosts())) == {"SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler",
+                                                        "SMMH_STRAGGLER_EVERY_S": "10"}
+    assert settings(straggler_report(job(sagemaker_mpi_num_of_processes_per_host="2",
+                                         horovod_straggler_every_s="2.5"))) == {
+        "SMMH_STRAGGLER_REPORT": "/opt/ml/output/data/straggler", "SMMH_STRAGGLER_EVERY_S": "2.5"}
+    assert settings(straggler_report(two_hosts(horovod_straggler_every_s="0")))["SMMH_STRAGGLER_EVERY_S"] == "0"
     assert straggler_report(two_hosts(horovod_straggler_report="false")) == []
     assert straggler_report(job()) == []  # one process: no rank to wait for
     # The user's own value wins (apply_rules), as for any default; the start log says so.
     env, notes = apply_rules((straggler_report,), two_hosts(env={"SMMH_STRAGGLER_REPORT": "off"}))
-    assert env == {} and notes[0].startswith("SMMH_STRAGGLER_REPORT=off (set by you; default would be /opt/ml/")
+    assert env == {"SMMH_STRAGGLER_EVERY_S": "10"}
+    assert notes[0].startswith("SMMH_STRAGGLER_REPORT=off (set by you; default would be /opt/ml/")
 
 
 def test_the_straggler_report_is_off_in_a_parameter_server_job_and_the_start_log_says_so():

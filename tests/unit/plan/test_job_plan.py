@@ -355,7 +355,8 @@ def test_notes_in_order_config_layout_environment_rules_then_stray_outputs():
     assert [note.split("=")[0].split(" ")[0] for note in p.notes] == [
         "unknown",  # the config's warnings
         "sagemaker_mpi_num_of_processes_per_host", "network_interface_name",  # layout
-        "SMMH_STRAGGLER_REPORT", "HOROVOD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "OMP_NUM_THREADS",  # environment
+        "SMMH_STRAGGLER_REPORT", "SMMH_STRAGGLER_EVERY_S", "HOROVOD_STALL_CHECK_TIME_SECONDS",
+        "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "OMP_NUM_THREADS",  # environment
         "mpi_yield_when_idle", "1", "NCCL_SOCKET_IFNAME",  # "1 core per rank across hosts: ..."
         "WARNING",  # files SageMaker would not upload
     ]

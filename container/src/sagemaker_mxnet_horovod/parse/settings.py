@@ -124,10 +124,13 @@ class LauncherSettings:
     horovod_gradient_compression: str = knob(
         "horovod_gradient_compression", gradient_compression, "none",
         "what hvd.DistributedTrainer compresses gradients to where the script does not choose (fp16: half the bytes)")
-    # On: timing one step in ten costs well under 1% of a step (docs/benchmarks/straggler-overhead.md).
+    # On: a timed step now and then costs under 1% of a step (docs/benchmarks/straggler-overhead.md).
     horovod_straggler_report: bool = knob(
         "horovod_straggler_report", parse_bool, True,
         "which rank the others wait for: hvd.DistributedTrainer's allreduces timed, the verdict in the log, a report")
+    horovod_straggler_every_s: float = knob(
+        "horovod_straggler_every_s", at_least(parse_float, 0), 10.0,
+        "the straggler report times a step about this often (at least 10 steps apart); 0: one step in 10")
     distribution_instance_groups: tuple[str, ...] | None = knob(
         "sagemaker_distribution_instance_groups", parse_instance_group_names, None,
         "the instance groups MPI spans; unset: the current host's group")

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from sagemaker_mxnet_straggler.hook import EVERY_S_VARIABLE as STRAGGLER_EVERY_S_VARIABLE
 from sagemaker_mxnet_straggler.hook import VARIABLE as STRAGGLER_VARIABLE
 
 from sagemaker_mxnet_horovod.core.exits import PlanError
@@ -160,8 +161,12 @@ def straggler_report(job: PlanInputs) -> list[Setting | str]:
                 "hvd.DistributedTrainer's allreduces; kvstore workers have none)"]
     if job.layout.distribution != MPI:
         return []  # one process: no other rank to wait for
+    every_s = job.config.settings.horovod_straggler_every_s
     return [Setting(STRAGGLER_VARIABLE, str(job.config.paths.output_data_dir / "straggler"),
-                    f"{KEYS.horovod_straggler_report}: which rank the others wait for, in the log and this report")]
+                    f"{KEYS.horovod_straggler_report}: which rank the others wait for, in the log and this report"),
+            Setting(STRAGGLER_EVERY_S_VARIABLE, f"{every_s:g}",
+                    f"{KEYS.horovod_straggler_every_s}: a step timed about every {every_s:g} s, at least 10 apart "
+                    "(on short steps one in 10 would cost more than 1% of a step)")]
 
 
 # Horovod checks for stalled collectives every this many seconds at most (its own default): each check
