@@ -40,7 +40,8 @@ def report(figures: Figures, every_s: float, start_steps: int, last_met: int | N
     listed = max(MIN_SAMPLES, SAMPLE_VALUES // max(1, len(figures.hosts)))
     spread = figures.kept[::max(1, math.ceil(len(figures.kept) / listed))]
     return {
-        "verdict": {"text": verdict.text(), "stands_out": verdict.stands_out, "ranks": list(verdict.ranks),
+        "verdict": {"text": verdict_text(verdict, every_s), "stands_out": verdict.stands_out,
+                    "ranks": list(verdict.ranks),
                     "host": verdict.host, "whole_host": verdict.whole_host, "lateness_s": number(verdict.lateness_s),
                     "step_s": number(verdict.step_s), "share": number(verdict.share, 4),
                     "late_share": number(verdict.late_share, 4),
@@ -57,6 +58,14 @@ def report(figures: Figures, every_s: float, start_steps: int, last_met: int | N
                     "step_s": [[number(v) for v in s.step_times] for s in spread],
                     "spanned": [s.spanned for s in spread]},
     }
+
+
+def verdict_text(verdict, every_s: float) -> str:
+    """The verdict's text; with too few timed steps, also how often a step was timed and what sets it (a short job)."""
+    if verdict.ranks or not every_s:
+        return verdict.text()
+    return (f"{verdict.text()} (a step timed about every {every_s:g} s; a shorter job needs a smaller "
+            "horovod_straggler_every_s)")
 
 
 def write_report(directory: str, figures: Figures, every_s: float, start_steps: int,

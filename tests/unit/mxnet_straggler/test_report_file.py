@@ -64,3 +64,12 @@ def test_the_file_is_json_a_person_reads_a_line_per_rank_and_is_replaced_whole(t
         '  {"rank": 3, "host": "algo-2", "steps": 35, ')
     write_report(str(tmp_path), Figures(list(HOSTS)), every_s=0, start_steps=10)
     assert json.loads(open(path).read())["steps"]["samples"] == 0 and os.listdir(tmp_path) == [REPORT]
+
+
+def test_a_job_too_short_for_a_verdict_is_told_what_sets_the_spacing():
+    short = Figures(list(HOSTS))
+    short.add(Sample(30, 0.0, [0.11, 0.11, 0.11, 0.01], [math.nan] * 4), 10)
+    assert report(short, every_s=10, start_steps=20)["verdict"]["text"] == (
+        "fewer than 5 timed steps: no verdict (a step timed about every 10 s; a shorter job needs a smaller "
+        "horovod_straggler_every_s)")
+    assert report(short, every_s=0, start_steps=20)["verdict"]["text"] == "fewer than 5 timed steps: no verdict"
