@@ -131,7 +131,8 @@ def every_s_of(env) -> float:
     except ValueError:
         every_s = -1.0
     if not every_s >= 0 or math.isinf(every_s):
-        say(f"{EVERY_S_VARIABLE}={env.get(EVERY_S_VARIABLE)!r} is not a number of seconds: {EVERY_S:g} s")
+        say(f"{EVERY_S_VARIABLE}={env.get(EVERY_S_VARIABLE)!r} is not a number of seconds: a step timed about "
+            f"every {EVERY_S:g} s")
         return EVERY_S
     return every_s
 

@@ -189,3 +189,17 @@ def test_a_recorded_job_with_a_host_at_half_the_cpu_names_the_host():
     _, result = recorded("algo-2-half-cpu")
     verdict = judge(result)
     assert verdict.stands_out and verdict.whole_host and verdict.host == "algo-2" and verdict.ranks == (2, 3)
+
+
+def test_the_ranks_read_the_spacing_from_the_environment_and_say_when_it_is_not_seconds(capsys):
+    from sagemaker_mxnet_straggler.recorder import every_s_of
+
+    assert every_s_of({}) == 10.0
+    assert every_s_of({"SMMH_STRAGGLER_EVERY_S": "2.5"}) == 2.5
+    assert every_s_of({"SMMH_STRAGGLER_EVERY_S": "0"}) == 0.0
+    assert capsys.readouterr().err == ""
+    for wrong in ("often", "-1", "inf", "nan"):
+        assert every_s_of({"SMMH_STRAGGLER_EVERY_S": wrong}) == 10.0
+        assert capsys.readouterr().err == (
+            f"straggler report: SMMH_STRAGGLER_EVERY_S={wrong!r} is not a number of seconds: a step timed about "
+            "every 10 s\n")
