@@ -13,9 +13,10 @@ allreduce work (a host short of CPU): a rank that leaves the allreduces late arr
 is counted there. Each rank's time between two meetings, over the steps between, is its step time.
 
 The meeting's allgather carries each rank's figures of the previous timed step to rank 0: no launcher channel is
-needed. Every rank reads rank 0's step time from it and times the step that many steps later
-(figures.steps_between_timed): the same number on every rank, so every rank meets at the same step. At hvd.shutdown() and at exit, rank 0 writes what it has (never a collective: the others may be gone); the
-report on disk is at most WRITE_EVERY_S old if rank 0 is killed.
+needed. Every rank reads rank 0's step time and spacing in seconds from it and sets the next timed step from those
+two numbers (figures.steps_between_timed): the same on every rank, so every rank meets at the same step. At
+hvd.shutdown() and at exit, rank 0 writes what it has (never a collective: the others may be gone); the report on
+disk is at most WRITE_EVERY_S old if rank 0 is killed.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ class Recorder:
         self.every = EVERY  # steps from the last meeting to the next
         self.previous_done: float | None = None  # the last timed step's meeting
         self.met_at: int | None = None  # its step
-        # Its figures, sent at the next one: wait, step time, step, the steps the step time is over.
-        self.last = [math.nan, math.nan, math.nan, math.nan]
+        # Its figures, sent at the next one: wait, step time, step, the steps the step time is over, every_s.
+        self.last = [math.nan] * 5
         self.figures: Figures | None = None  # rank 0's
         self.started = self.next_write = self.next_log = 0.0  # rank 0's clock
         self.logged_step = 0
@@ -73,10 +74,12 @@ class Recorder:
         gathered = self.meet()
         done = time.monotonic()
         self.met_at = self.steps
-        self.last = [done - arrived, (done - self.previous_done) / self.every, float(self.steps), float(self.every)]
+        self.last = [done - arrived, (done - self.previous_done) / self.every, float(self.steps), float(self.every),
+                     self.every_s]
         self.previous_done = done
-        # Rank 0's step time, as every rank got it: the same spacing everywhere (nan at the first meeting: EVERY).
-        self.every = steps_between_timed(float(gathered[0][1]), self.every_s)
+        # Rank 0's step time and spacing, as every rank got them: the same spacing everywhere, whatever a rank's own
+        # environment says (nan at the first meeting: EVERY).
+        self.every = steps_between_timed(float(gathered[0][1]), float(gathered[0][4]))
         self.next_timed += self.every
         result = allreduce()
         if self.figures is not None and not math.isnan(gathered[0][2]):
@@ -93,7 +96,7 @@ class Recorder:
             atexit.register(self.finish)
 
     def meet(self):
-        """The ranks meet in a 4-number allgather of the last timed step's figures: it ends on every rank when the
+        """The ranks meet in a 5-number allgather of the last timed step's figures: it ends on every rank when the
         latest has arrived. Every rank gets every rank's figures (rows by rank)."""
         return self.hvd.allgather(self.mx.nd.array([self.last], dtype="float64"), name=f"{NAME}.figures").asnumpy()
 
