@@ -79,11 +79,11 @@ def draw(report: dict, path: str) -> str:
 
 
 def timed_how(steps: dict) -> str:
-    """'one in 10 timed', or with a spacing in seconds 'one about every 10 s timed (the last 1 in 154)'."""
+    """'one in 10 timed', or with a spacing in seconds 'one about every 10 s timed, the last 1 in 154'."""
     every_s = steps.get("timed_every_s") or 0
     if not every_s or steps["timed_every"] is None or steps["timed_every"] <= EVERY:
         return f"one in {steps['timed_every']} timed"
-    return f"one about every {every_s:g} s timed (the last 1 in {steps['timed_every']})"
+    return f"one about every {every_s:g} s timed, the last 1 in {steps['timed_every']}"
 
 
 def main(argv: list) -> int:

@@ -158,7 +158,7 @@ def test_the_charts_subtitle_says_how_the_steps_were_timed():
 
     assert timed_how({"timed_every": 10, "timed_every_s": 0}) == "one in 10 timed"
     assert timed_how({"timed_every": 10, "timed_every_s": 10.0}) == "one in 10 timed"  # long steps: 10 apart
-    assert timed_how({"timed_every": 154, "timed_every_s": 10.0}) == "one about every 10 s timed (the last 1 in 154)"
+    assert timed_how({"timed_every": 154, "timed_every_s": 10.0}) == "one about every 10 s timed, the last 1 in 154"
     assert timed_how({"timed_every": 10}) == "one in 10 timed"  # a report written before timed_every_s
 
 
