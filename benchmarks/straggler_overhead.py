@@ -13,7 +13,8 @@ cost of a step, (off/on - 1). A job with the report on must have written it (rep
 Also within each job, where rounds' noise does not reach: the timed steps' (and the next ones') extra time over the
 job's usual step, as a share of the job's time, from rank 0's line per step (MNIST runs at log-interval 1 here), at
 the steps the "on" job's report says the ranks met at; the same arithmetic on the job with the report off, at the same
-steps, and on every job at the places between them (placebos), is the estimate's own spread. Each Faster R-CNN job's seconds per iteration are printed.
+steps, and on every job at the places between them (placebos), is the estimate's own spread. Each Faster R-CNN job's
+seconds per iteration are printed.
 
 Run it on a quiet machine: a 1% effect is well inside what other work on 2 cores moves a job's throughput by.
 
@@ -40,13 +41,15 @@ from scripts.local_job import run_job
 
 SETTINGS = {"on": "true", "off": "false"}  # horovod_straggler_report
 LAYOUT = "2 hosts x 1 rank"
-RANKS = CONFIGURATIONS[LAYOUT][0] * CONFIGURATIONS[LAYOUT][1]  # a Faster R-CNN iteration: RANKS images; MNIST's step: RANKS batches
+# A Faster R-CNN iteration: RANKS images; MNIST's step: RANKS batches.
+RANKS = CONFIGURATIONS[LAYOUT][0] * CONFIGURATIONS[LAYOUT][1]
 MNIST_BATCH = 64
 REPORT = Path("output") / "data" / "straggler" / "report.json"
 
 
 def one_job(image: str, data: Path, model_args, setting: str,
-            workdir: Path) -> tuple[float, str, tuple[float, list[float]] | None]:
+            workdir: Path) -> tuple[float, dict[int, float], dict | None]:
+    """(the job's steady rate, its seconds by step, its report: the "on" job's only)."""
     hosts, per_host, cpusets = CONFIGURATIONS[LAYOUT]
     batch = 1 if model_args.model == "faster_rcnn" else MNIST_BATCH
     spec = job_spec(image, data, batch, model_args, hosts, per_host, cpusets)

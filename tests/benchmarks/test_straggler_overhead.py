@@ -66,7 +66,8 @@ def test_timed_steps_far_apart_at_the_steps_the_report_names():
     # Steps of 0.1 s; the ranks met at 30, 40 and 190 (the samples) and 340 (the last meeting): each takes 0.15 s and
     # the step after it 0.12 s. By hand: steps 22-400 (379 steps), 4 x 0.07 s over 37.9 s; the placebo at offset 2
     # (32-33, 42-43, 192-193, 342-343) finds nothing.
-    seconds = {i: 0.1 for i in range(1, 401)} | {t + d: v for t in (30, 40, 190, 340) for d, v in ((0, 0.15), (1, 0.12))}
+    seconds = {i: 0.1 for i in range(1, 401)} | {t + d: v for t in (30, 40, 190, 340)
+                                                  for d, v in ((0, 0.15), (1, 0.12))}
     report = {"samples": {"step": [30, 40, 190]}, "steps": {"last_met": 340}}
     timed = timed_steps(report)
     assert timed == [30, 40, 190, 340]

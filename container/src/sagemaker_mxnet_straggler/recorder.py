@@ -51,7 +51,6 @@ class Recorder:
         self.next_timed = START_STEPS  # the step at which the ranks next meet (the first time: the origin)
         self.every = EVERY  # steps from the last meeting to the next
         self.previous_done: float | None = None  # the last timed step's meeting
-        self.met_at: int | None = None  # its step
         # Its figures, sent at the next one: wait, step time, step, the steps the step time is over, every_s.
         self.last = [math.nan] * 5
         self.figures: Figures | None = None  # rank 0's
@@ -73,7 +72,6 @@ class Recorder:
             return allreduce()
         gathered = self.meet()
         done = time.monotonic()
-        self.met_at = self.steps
         self.last = [done - arrived, (done - self.previous_done) / self.every, float(self.steps), float(self.every),
                      self.every_s]
         self.previous_done = done
@@ -116,7 +114,8 @@ class Recorder:
 
     def write(self) -> None:
         try:
-            write_report(self.directory, self.figures, self.every_s, START_STEPS, self.met_at)
+            # Written after two meetings at least: the last was `every` steps before the next.
+            write_report(self.directory, self.figures, self.every_s, START_STEPS, self.next_timed - self.every)
         except OSError as error:
             say(f"cannot write the report in {self.directory}: {error}")
         self.next_write = time.monotonic() + WRITE_EVERY_S
