@@ -5,6 +5,7 @@ host's result read (spec.py's HostResult), and the containers and network remove
 from __future__ import annotations
 
 import secrets
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -41,8 +42,10 @@ def run_job(spec: JobSpec, workdir: Path, project: str | None = None) -> JobResu
         gate_at = open_start_gate(spec, workdir, hosts, handle, started_at) if spec.start_gate else None
         during_errors = start_during(spec, handle)
         exit_times, timed_out = wait_for_exits(spec, hosts, handle, started_at)
-        results = [host_result(spec, host, workdir / host, handle.containers.get(host), exit_times.get(host))
-                   for host in hosts]
+        # Every host's report before any is killed: a killed master would end the others' way of answering.
+        hangs = {host: hang_report(cid) for host, cid in handle.containers.items() if host not in exit_times}
+        results = [host_result(spec, host, workdir / host, handle.containers.get(host), exit_times.get(host),
+                               hangs.get(host, "")) for host in hosts]
         seconds = max(exit_times.values(), default=time.monotonic() - started_at)
         return JobResult(results, seconds, timed_out, handle.fault_at, during_errors[0] if during_errors else None,
                          submitted_at, gate_at)
@@ -105,9 +108,10 @@ def wait_for_exits(spec: JobSpec, hosts: list, handle: RunningJob, started_at: f
         return {h: handle.exited[h] - started_at for h in expected if h in handle.exited}, not done
 
 
-def host_result(spec: JobSpec, host: str, root: Path, cid: str | None, exit_seconds: float | None) -> HostResult:
+def host_result(spec: JobSpec, host: str, root: Path, cid: str | None, exit_seconds: float | None,
+                hang: str = "") -> HostResult:
     """What the host's container did: exit code, logs, failure file, docker's start and exit times. A container
-    still running (the job timed out) is killed first."""
+    still running (the job timed out) is killed first; hang: what it was doing then (hang_report)."""
     failure_file = root / "output" / "failure"
     failure = failure_file.read_text().strip() if failure_file.exists() else None
     if not cid:
@@ -124,4 +128,23 @@ def host_result(spec: JobSpec, host: str, root: Path, cid: str | None, exit_seco
         timed, done = [], docker("logs", cid, check=False)
         logs = done.stdout + done.stderr
     return HostResult(host, None if running else int(state[0]), logs, failure, root, exit_seconds,
-                      docker_time(state[1]), None if running else docker_time(state[2]), timed)
+                      docker_time(state[1]), None if running else docker_time(state[2]), timed, hang)
+
+
+HANG_REPORT_TIMEOUT_S = 40.0  # `train stacks` waits up to 20 s for the whole job's dump
+
+
+def hang_report(cid: str) -> str:
+    """What a container still running at the job's timeout was doing, taken before it is killed: its processes
+    (ps) and every Python rank's stack (`train stacks`, which also writes them to output/data/stacks/). A hang in CI
+    is then explained by its own run rather than by a rerun that may not hang."""
+    parts = []
+    for title, argv in (("processes", ["ps", "-eo", "pid,ppid,etimes,time,stat,args", "--sort", "pid"]),
+                        ("train stacks", ["train", "stacks"])):
+        try:
+            done = docker("exec", cid, *argv, check=False, timeout=HANG_REPORT_TIMEOUT_S)
+            text = (done.stdout + done.stderr).strip()
+        except subprocess.TimeoutExpired:
+            text = f"no answer within {HANG_REPORT_TIMEOUT_S:g} s"
+        parts.append(f"== {title} (still running at the job's timeout)\n{text}")
+    return "\n".join(parts)

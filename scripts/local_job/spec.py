@@ -3,6 +3,7 @@ and what to do to it), each channel, and the result of each host and of the job.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,25 @@ class HostResult:
     started_at: float | None = None  # docker's own clock (epoch seconds): container start and exit
     finished_at: float | None = None
     timed_log: list = field(default_factory=list)  # (epoch seconds, line) by docker's clock, if asked for
+    hang_report: str = ""  # a container still running at the job's timeout: its processes and ranks' stacks
+
+    def stuck_in(self) -> str:
+        """One line from the hang report: where `train stacks` found each rank's main thread ("rank 0 on algo-1 in
+        hang.py:8 <module>"); "" when there is no report or no stack in it."""
+        ranks, rank, where, in_main = [], None, None, False
+        for line in self.hang_report.splitlines() + ["===== end"]:
+            text = line.strip()
+            if text.startswith("====="):
+                if where:
+                    ranks.append(where)
+                where, in_main = None, False
+                name = re.fullmatch(r"===== (\S+)-rank-(\d+)\.txt", text)
+                rank = f"rank {name.group(2)} on {name.group(1)}" if name else None
+            elif text.startswith("Thread "):
+                in_main = text.startswith("Thread MainThread")
+            elif in_main and rank and (frame := re.fullmatch(r'File "(.+)", line (\d+), in (.+)', text)):
+                where = f"{rank} in {Path(frame.group(1)).name}:{frame.group(2)} {frame.group(3)}"
+        return "; ".join(ranks)
 
     def first_log_time(self, text: str) -> float | None:
         """When the first log line containing text was written (needs JobSpec.timed_logs)."""
@@ -69,6 +89,8 @@ class JobResult:
         for h in self.hosts:
             lines.append(f"--- {h.name}: exit {h.exit_code}" + (f", failure: {h.failure!r}" if h.failure else ""))
             lines.append(h.logs[-6000:])
+            if h.hang_report:
+                lines.append(h.hang_report[-6000:])
         return "\n".join(lines)
 
 

@@ -125,7 +125,8 @@ def judge(scenario: Scenario, ctx: Context, result) -> Observation:
         if expected is None:
             continue  # the host never ran
         if code is None:
-            problems.append(f"{host.name} still running after {JOB_TIMEOUT_S:.0f} s")
+            stuck = host.stuck_in()
+            problems.append(f"{host.name} still running after {JOB_TIMEOUT_S:.0f} s" + (f": {stuck}" if stuck else ""))
         elif expected == NONZERO and code == 0:
             problems.append(f"{host.name} exited 0 (expected non-zero)")
         elif expected == KILLED and code != 137:

@@ -134,4 +134,4 @@ def test_empty_channel_fails_with_its_name(image, mnist_data, tmp_path):
     assert result.exit_codes[0] == 2, result.describe()
     first_line = result.master.failure.splitlines()[0]
     assert re.match(r"rank [01] on algo-[12] exited with code 2: mnist: error: channel 'train' is empty: no files "
-                    r"in /opt/ml/input/data/train$", first_line), first_line
+                    r"in /opt/ml/input/data/train$", first_line), f"{first_line}\n{result.describe()}"
