@@ -4,6 +4,8 @@ forever when one ends: every scenario is one process's end, or a server that sto
 
 from __future__ import annotations
 
+import re
+
 from fault_harness import CODE_DIR, JOB_TIMEOUT_S, KILLED, NONZERO, Context, Scenario
 from fault_jobs import checkpoint_saved_on_stop, mnist_job, start_warning_said
 from local_job import JobSpec, RunningJob
@@ -97,6 +99,14 @@ WORKER_WAITED_ON_SERVERS = (r"^worker [01] on algo-[12] exited with code 124: tr
                             r"algo-[12] wrote no output, started no collective and did not compute for 10 s "
                             r"\(mpi_progress_timeout_s\); blocked in ndarray\.py:\d+ ")
 
+def master_said(pattern: str):
+    """A check: the master's log has a line matching pattern."""
+    def check(ctx: Context, result) -> list:
+        return [] if re.search(pattern, result.master.logs) else [f"the master's log has no line matching {pattern!r}"]
+
+    return check
+
+
 PS_SCENARIOS = [
     Scenario("parameter server: a worker raises", "both fail; failure names worker 1 on algo-2 and the exception",
              ps_worker_fault("raise"), exits=(1, 1), fault="rank", toolkit=False,
@@ -106,6 +116,13 @@ PS_SCENARIOS = [
              "time (30 s): each waits for the other forever", ps_worker_fault("return"), exits=(1, 1), fault="rank",
              toolkit=False,
              failure=r"^the workers on algo-2 finished, and those on algo-1 were still training 30 s later"),
+    Scenario("parameter server: a worker never exits after its script returned", "success within the workers' "
+             "finishing time (30 s) and the end's grace: the stuck workers ended and named in the log",
+             lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": "hang-at-exit"}), exits=(0, 0),
+             fault="rank", toolkit=False, max_seconds=90,
+             check=master_said(r"every worker's script returned, but the workers on (algo-1, )?algo-2 had not exited "
+                               r"30 s after the last did \(stuck in MXNet's exit: .*\): ending them; the job "
+                               r"succeeded")),
     Scenario("parameter server: a worker out of memory", "both fail; failure says algo-2 ran out of memory, "
              "naming worker 1, the limit and the peak",
              lambda ctx: ps_job(ctx, hps={"fail-worker": "1", "fail-mode": "oom", "extra-steps": "600"},

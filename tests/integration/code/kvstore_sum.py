@@ -1,6 +1,6 @@
 """A tiny MXNet parameter-server script for launcher tests, as scripts for AWS's MXNet image are written
 (mx.kv.create('dist_sync'), training_utils.scheduler_host): push/pull sums, one record per worker, optional
-failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK); --release-fifo: each worker waits
+failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK; hang-at-exit: it never exits); --release-fifo: each worker waits
 there (the stacks tests) before its extra steps; --log-steps, --wide-key: what each extra step does (the progress
 watch's tests)."""
 
@@ -63,6 +63,12 @@ if option("fail-worker") is not None and int(option("fail-worker")) == worker:
         fd = os.open(f"/dev/shm/batch-{worker}", os.O_RDWR | os.O_CREAT)
         os.ftruncate(fd, size)
         mmap.mmap(fd, size).write(b"x" * size)
+    if mode == "hang-at-exit":
+        # An exit handler that never returns: the script itself returns and the process never exits.
+        import atexit
+        import threading
+
+        atexit.register(threading.Event().wait)
     if mode == "oom":
         # Grows until the container's memory limit: the kernel's OOM killer ends it (SIGKILL). Filled, not zeroed.
         hoard = []

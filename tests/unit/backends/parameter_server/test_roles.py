@@ -105,9 +105,30 @@ def test_job_watch_success_once_every_hosts_workers_exited_0():
     job.workers_ended("algo-2", True, now=10)
     assert job.verdict(11) is None and job.next_deadline() == 10 + WORKERS_FINISH_TOGETHER_S
     job.workers_finished("algo-1", now=11)  # its script returned: the barrier at exit, then the exit
-    assert job.verdict(12) is None and job.next_deadline() is None
+    assert job.verdict(12) is None and job.next_deadline() == 11 + WORKERS_FINISH_TOGETHER_S
     job.workers_ended("algo-1", True, now=12)
-    assert job.verdict(12) == Verdict(None)
+    assert job.verdict(12) == Verdict(None) and job.next_deadline() is None
+
+
+def test_job_watch_workers_stuck_at_exit_after_every_script_returned_end_in_success_named():
+    # Every script returned (algo-2's workers at 10, algo-1's at 14); algo-1's exited, algo-2's never did.
+    job = JobWatch(("algo-1", "algo-2"), stop_grace_s=110)
+    job.workers_finished("algo-2", now=10)
+    job.workers_finished("algo-1", now=14)
+    job.workers_ended("algo-1", True, now=15)
+    deadline = 14 + WORKERS_FINISH_TOGETHER_S  # from the last script's return, not the first
+    assert job.next_deadline() == deadline and job.verdict(deadline) is None
+    assert job.verdict(deadline + 0.5) == Verdict(None, (
+        f"every worker's script returned, but the workers on algo-2 had not exited {WORKERS_FINISH_TOGETHER_S:g} s "
+        "after the last did (stuck in MXNet's exit: ps-lite's barrier, ZeroMQ's shutdown or an exit handler of the "
+        "script's): ending them; the job succeeded"))
+
+
+def test_job_watch_a_host_not_finished_is_not_stuck_at_exit():
+    job = JobWatch(("algo-1", "algo-2"), stop_grace_s=110)
+    job.workers_finished("algo-1", now=10)
+    assert job.verdict(10 + LATER).failure.cause.startswith("the workers on algo-1 finished, and those on algo-2 were "
+                                                            "still training")
 
 
 def test_job_watch_the_first_failure_wins():

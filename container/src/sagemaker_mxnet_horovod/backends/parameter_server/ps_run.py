@@ -184,6 +184,8 @@ class ParameterServerRun:
         """End what still runs on this host; the master tells every host first, then waits for their byes."""
         failure = verdict.failure
         code = failure.exit_code if failure else 0
+        if verdict.note:
+            log(verdict.note)
         self.log_peak_memory()
         if self.master:  # the hosts' ends from here on are the job's end, not losses
             self.master.broadcast_done(code, failure.render() if failure else None,

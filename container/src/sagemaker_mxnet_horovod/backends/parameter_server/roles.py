@@ -6,7 +6,9 @@ failure: a worker that exits non-zero; a server or the scheduler that ends befor
 that exits 0 is given the workers' finishing time: at the job's end rank 0 tells the servers to stop, moments
 before the workers exit); a worker that finishes (its script returns, which rank_program says on its stderr, or it
 exits 0) while another still trains long after (workers finish together: ps-lite's barrier at exit holds each
-until all arrive, and the one still training waits for the finished one's gradients).
+until all arrive, and the one still training waits for the finished one's gradients). And the end: every worker's
+script has returned, but some worker never exits (stuck in MXNet's exit: ps-lite's barrier, ZeroMQ's shutdown,
+a handler of the script's own): the job has succeeded, the stuck workers are ended and named in the log.
 
 Two pure watches, fed by ps_run.py with `now` (time.monotonic()): HostWatch on every host, over its own
 processes' exits; JobWatch on the master, over what every host reports, which decides the job's verdict.
@@ -61,9 +63,17 @@ def stopped_job(signum: int, unfinished: Sequence[str]) -> Failure:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The job's outcome: its failure, or None for success."""
+    """The job's outcome: its failure, or None for success; note: what the log should say about how it ended."""
 
     failure: Failure | None
+    note: str | None = None
+
+
+def stuck_at_exit(hosts: Sequence[str]) -> str:
+    """A success whose workers on `hosts` had not exited WORKERS_FINISH_TOGETHER_S after every script returned."""
+    return (f"every worker's script returned, but the workers on {', '.join(hosts)} had not exited "
+            f"{WORKERS_FINISH_TOGETHER_S:g} s after the last did (stuck in MXNet's exit: ps-lite's barrier, ZeroMQ's "
+            "shutdown or an exit handler of the script's): ending them; the job succeeded")
 
 
 class HostWatch:
@@ -172,6 +182,8 @@ class JobWatch:
             return Verdict(self.failure)
         if len(self.succeeded) == len(self.hosts):
             return Verdict(None)
+        if len(self.finished) == len(self.hosts) and now - max(self.finished.values()) > WORKERS_FINISH_TOGETHER_S:
+            return Verdict(None, stuck_at_exit([host for host in self.hosts if host not in self.succeeded]))
         if self.finished and len(self.finished) < len(self.hosts):
             first, at = min(self.finished.items(), key=lambda item: item[1])
             if now - at > WORKERS_FINISH_TOGETHER_S:
@@ -182,6 +194,9 @@ class JobWatch:
     def next_deadline(self) -> float | None:
         if self.stop:
             return self.stop[1] + self.stop_grace_s
-        if self.finished and len(self.finished) < len(self.hosts) and not self.failure:
+        if self.failure or not self.finished:
+            return None
+        if len(self.finished) < len(self.hosts):
             return min(self.finished.values()) + WORKERS_FINISH_TOGETHER_S
-        return None
+        return max(self.finished.values()) + WORKERS_FINISH_TOGETHER_S if len(self.succeeded) < len(self.hosts) \
+            else None
