@@ -72,6 +72,14 @@ def start_warning_said(text: str):
     return check
 
 
+def master_said(pattern: str):
+    """A check: the master's log has a line matching pattern."""
+    def check(ctx: Context, result) -> list:
+        return [] if re.search(pattern, result.master.logs) else [f"the master's log has no line matching {pattern!r}"]
+
+    return check
+
+
 def kill_when_training(host: str, signal_name: str = "KILL"):
     """An injector: once rank 0 has done its first allreduce (training is under way), signal `host`."""
 

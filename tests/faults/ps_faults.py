@@ -4,10 +4,8 @@ forever when one ends: every scenario is one process's end, or a server that sto
 
 from __future__ import annotations
 
-import re
-
 from fault_harness import CODE_DIR, JOB_TIMEOUT_S, KILLED, NONZERO, Context, Scenario
-from fault_jobs import checkpoint_saved_on_stop, mnist_job, start_warning_said
+from fault_jobs import checkpoint_saved_on_stop, master_said, mnist_job, start_warning_said
 from local_job import JobSpec, RunningJob
 
 # Inside a container: send a signal (SIGKILL unless named) to the process of a role (its DMLC_ROLE; servers and the
@@ -98,13 +96,6 @@ def sigterm_during_ps_mnist(ctx: Context) -> JobSpec:
 WORKER_WAITED_ON_SERVERS = (r"^worker [01] on algo-[12] exited with code 124: train: no progress: rank [01] on "
                             r"algo-[12] wrote no output, started no collective and did not compute for 10 s "
                             r"\(mpi_progress_timeout_s\); blocked in ndarray\.py:\d+ ")
-
-def master_said(pattern: str):
-    """A check: the master's log has a line matching pattern."""
-    def check(ctx: Context, result) -> list:
-        return [] if re.search(pattern, result.master.logs) else [f"the master's log has no line matching {pattern!r}"]
-
-    return check
 
 
 PS_SCENARIOS = [

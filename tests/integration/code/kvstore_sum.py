@@ -1,8 +1,8 @@
 """A tiny MXNet parameter-server script for launcher tests, as scripts for AWS's MXNet image are written
 (mx.kv.create('dist_sync'), training_utils.scheduler_host): push/pull sums, one record per worker, optional
-failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK; hang-at-exit: it never exits); --release-fifo: each worker waits
-there (the stacks tests) before its extra steps; --log-steps, --wide-key: what each extra step does (the progress
-watch's tests)."""
+failures of a chosen worker (by the launcher's number for it, SMMH_WORKER_RANK; hang-at-exit: it never exits);
+--release-fifo: each worker waits there (the stacks tests) before its extra steps; --log-steps, --wide-key: what each
+extra step does (the progress watch's tests)."""
 
 import json
 import os

@@ -194,9 +194,8 @@ class JobWatch:
     def next_deadline(self) -> float | None:
         if self.stop:
             return self.stop[1] + self.stop_grace_s
-        if self.failure or not self.finished:
+        if self.failure or not self.finished or len(self.succeeded) == len(self.hosts):
             return None
-        if len(self.finished) < len(self.hosts):
-            return min(self.finished.values()) + WORKERS_FINISH_TOGETHER_S
-        return max(self.finished.values()) + WORKERS_FINISH_TOGETHER_S if len(self.succeeded) < len(self.hosts) \
-            else None
+        # Hosts still training: counted from the first to finish; every host finished: from the last.
+        times = self.finished.values()
+        return (min(times) if len(self.finished) < len(self.hosts) else max(times)) + WORKERS_FINISH_TOGETHER_S
