@@ -75,6 +75,8 @@ Validation data from a ShardedByS3Key channel is refused (exit 2): COCO mAP is s
 whole validation set, so give it as a FullyReplicated ``val`` channel.
 --horovod false: the non-Horovod baseline, one process over all GPUs of one host with MXNet's kvstore
 (--kv-store device|local); more than one host in SM_HOSTS is an error.
+On CPU the network's ROIAlign and box_nms are the image's ROIAlignCPU and BoxNMSCPU: MXNet's values to the last
+bit in less time (the start log's cpu_ops=; --cpu-ops false: MXNet's own); the exported model uses MXNet's.
 Learning rate: --lr is for a global batch of 8 images (GluonCV: 0.00125 per image); the optimizer
 uses lr x global_batch / 8, warmed up linearly over --lr-warmup iterations from --lr-warmup-factor,
 decayed by --lr-decay at each --lr-decay-epoch (epoch indexes from 0). The first log line shows the

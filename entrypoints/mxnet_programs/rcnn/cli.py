@@ -90,6 +90,9 @@ def build_parser(model):
     g.add_argument("--static-alloc", type=hp.str2bool, nargs="?", const=True, default=False,
                    help="hybridize with static memory allocation, in training and validation (GluonCV's "
                         "--static-alloc; alone it means true)")
+    g.add_argument("--cpu-ops", type=hp.str2bool, default=True,
+                   help="on CPU, the image's ROIAlign and box_nms (ROIAlignCPU, BoxNMSCPU: MXNet's values in less "
+                        "time); false: MXNet's own")
     g.add_argument("--clip-gradient", type=_clip_gradient, default=-1.0,
                    help="clip every element of the batch-averaged gradient to [-C, C] before the SGD update "
                         "(MXNet's optimizer clip_gradient, GluonCV Mask R-CNN's --clip-gradient; weight decay is "

@@ -142,6 +142,11 @@ def test_gluoncv_static_alloc_and_clip_gradient_parse_as_its_scripts_take_them()
     assert (config.static_alloc, config.clip_gradient) == (True, 5.0)
 
 
+def test_the_images_cpu_operators_are_on_unless_cpu_ops_is_false():
+    assert cli.parse_config(FASTER, [], {}).cpu_ops is True
+    assert cli.parse_config(MASK, ["--cpu_ops", "False"], {}).cpu_ops is False  # as SageMaker sends it
+
+
 @pytest.mark.parametrize("argv", [["--clip-gradient", "nan"], ["--clip-gradient", "inf"], ["--clip-gradient", "x"],
                                   ["--static-alloc", "maybe"]])
 def test_bad_static_alloc_or_clip_gradient_is_a_usage_error(argv, capsys):

@@ -102,7 +102,17 @@ def test_without_num_workers_a_cpu_rank_runs_the_loader_workers_the_launcher_cou
     assert argument == "num-workers" and default(gpu_count=0, ranks_per_host=1, cores=2) == 4
     job, _ = baseline
     assert job.returncode == 0, job.explain()
-    assert re.search(r"^faster_rcnn: model=.* loader_workers=4$", job.stdout, re.M), job.explain()
+    assert re.search(r"^faster_rcnn: model=.* loader_workers=4\b", job.stdout, re.M), job.explain()
+
+
+def test_on_cpu_the_program_trains_with_the_images_operators_and_exports_mxnets(baseline):
+    # ROIAlignCPU and BoxNMSCPU (docker/mxnet-ops/) in training and validation; the served model must load without
+    # their library
+    job, _ = baseline
+    assert job.returncode == 0, job.explain()
+    assert re.search(r"^faster_rcnn: model=.* cpu_ops=ROIAlignCPU,BoxNMSCPU$", job.stdout, re.M), job.explain()
+    ops = {node["op"] for node in json.loads((job.model_dir / "model-symbol.json").read_text())["nodes"]}
+    assert {"_contrib_ROIAlign", "_contrib_box_nms"} <= ops and not {"ROIAlignCPU", "BoxNMSCPU"} & ops, sorted(ops)
 
 
 @pytest.mark.parametrize("model", ["faster", "mask"])
