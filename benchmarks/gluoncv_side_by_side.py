@@ -5,7 +5,7 @@ the same weights: the first iterations' loss terms, the validation mAP of the sa
     python3 -m benchmarks.gluoncv_side_by_side --gluoncv GLUONCV_CHECKOUT [--image sagemaker-mxnet-horovod:cpu]
         [--models faster mask] [--iterations 4] [--short 256] [--max-size 320] [--train 8] [--val 8]
         [--speed-iterations 6] [--speed-short 800] [--speed-max-size 1333] [--no-explain]
-        [--ours-variant NAME:ARGS ...] [--omp-threads N] [--workdir DIR]
+        [--ours-variant NAME:ARGS ...] [--omp-threads N] [--ours-omp-threads N] [--speed-rounds R] [--workdir DIR]
 
 GLUONCV_CHECKOUT is a git checkout of dmlc/gluon-cv (its scripts are not in the wheel; the page names the commit
 compared): mounted read-only, never edited. Every run is one `docker run` of the image, one process (one rank, the
@@ -25,7 +25,9 @@ model, loaded by GluonCV's `--resume` and the program's `finetune-from`. Per mod
          workers: training images/s over iterations 2..N, peak RSS; validation images/s from the val runs;
          --ours-variant: the programs again with other arguments, against the same GluonCV run
 --iterations 0 runs the speed runs alone; --omp-threads sets OMP_NUM_THREADS on both sides (as `train` does for a
-rank: its cores; unset, MXNet takes half the cores).
+rank: its cores; unset, MXNet takes half the cores), --ours-omp-threads on the programs' side only (the programs as
+`train` runs them beside the scripts as a user runs them); --speed-rounds repeats the speed runs (ours, GluonCV's,
+the variants), one table row each.
 """
 
 from __future__ import annotations
@@ -140,8 +142,9 @@ class Runs:
     def docker(self, argv: list[str], env: dict, name: str) -> list[dict]:
         mounts = ["-v", f"{ROOT}:/src:ro", "-v", f"{self.args.gluoncv}:/gluoncv:ro", "-v", f"{self.work}:/work"]
         env = dict(env, PYTHONPATH="/src/entrypoints:/src/container/src", PYTHONUNBUFFERED="1")
-        if self.args.omp_threads:
-            env["OMP_NUM_THREADS"] = str(self.args.omp_threads)
+        threads = self.args.omp_threads or (self.args.ours_omp_threads if argv[0] == "ours" else None)
+        if threads:
+            env["OMP_NUM_THREADS"] = str(threads)
         env_args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
         record = self.work / "runs" / f"{name}.jsonl"
         record.unlink(missing_ok=True)  # the runner appends
@@ -236,17 +239,18 @@ def compare_model(runs, args, model):
 
 
 def speed_runs(runs, args, model, speed):
-    """The training speed runs (--speed-iterations) added to `speed`, by label."""
-    if args.speed_iterations:
-        k, s, m = args.speed_iterations, args.speed_short, args.speed_max_size
-        speed[f"training, short {s}, defaults"] = (runs.ours(model, f"ours-{model}-speed", k, s, m, None, False),
-                                                   runs.gluoncv(model, f"gluoncv-{model}-speed", k, s, m,
-                                                                None, False), train_rate)
+    """The training speed runs (--speed-iterations), --speed-rounds times, added to `speed`, by label."""
+    k, s, m = args.speed_iterations, args.speed_short, args.speed_max_size
+    for i in range(args.speed_rounds if k else 0):
+        suffix, label = (f"-{i + 1}", f", round {i + 1}") if args.speed_rounds > 1 else ("", "")
+        defaults = f"training, short {s}, defaults{label}"
+        speed[defaults] = (runs.ours(model, f"ours-{model}-speed{suffix}", k, s, m, None, False),
+                           runs.gluoncv(model, f"gluoncv-{model}-speed{suffix}", k, s, m, None, False), train_rate)
         for variant in args.ours_variant:
-            label, _, extra = variant.partition(":")
-            speed[f"training, short {s}, ours {label} ({extra})"] = (
-                runs.ours(model, f"ours-{model}-speed-{label}", k, s, m, None, False, extra=extra.split()),
-                speed[f"training, short {s}, defaults"][1], train_rate)
+            name, _, extra = variant.partition(":")
+            speed[f"training, short {s}, ours {name} ({extra}){label}"] = (
+                runs.ours(model, f"ours-{model}-speed-{name}{suffix}", k, s, m, None, False, extra=extra.split()),
+                speed[defaults][1], train_rate)
     return speed
 
 
@@ -269,6 +273,9 @@ def main():
                              "'static-alloc:--static-alloc true' (repeatable)")
     parser.add_argument("--omp-threads", type=int, help="OMP_NUM_THREADS for both sides (as the launcher sets it: "
                         "the cores per rank) [MXNet's default: half the cores]")
+    parser.add_argument("--ours-omp-threads", type=int, help="OMP_NUM_THREADS for the programs' runs only (as "
+                        "`train` sets it for a rank: its cores; GluonCV's scripts keep MXNet's default)")
+    parser.add_argument("--speed-rounds", type=int, default=1, help="the speed runs, this many times")
     parser.add_argument("--workdir", type=Path, help="keep the data, records and logs here [a temporary dir]")
     args = parser.parse_args()
     args.gluoncv = args.gluoncv.resolve()
