@@ -15,21 +15,12 @@
 // Not supported (the Python side keeps MXNet's operator for them): in_format other than out_format.
 
 #include <algorithm>
-#include <cstdlib>
-#include <numeric>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "mxnet/lib_api.h"
+#include "common.h"
 
-using mxnet::ext::kFloat32;
-using mxnet::ext::MX_FAIL;
-using mxnet::ext::MX_SUCCESS;
-using mxnet::ext::MXReturnValue;
-using mxnet::ext::MXTensor;
-using mxnet::ext::OpResource;
-using Attrs = std::unordered_map<std::string, std::string>;
+using namespace mxnet_ops;
 
 namespace {
 
@@ -39,21 +30,15 @@ struct Params {
   bool force_suppress = false, center = false;
 };
 
-std::string attr(const Attrs& attrs, const char* key, const char* fallback) {
-  auto it = attrs.find(key);
-  return it == attrs.end() ? fallback : it->second;
-}
-
 bool parse(const Attrs& attrs, Params* p) {
-  p->overlap_thresh = std::strtof(attr(attrs, "overlap_thresh", "0.5").c_str(), nullptr);
-  p->valid_thresh = std::strtof(attr(attrs, "valid_thresh", "0").c_str(), nullptr);
-  p->topk = static_cast<int>(std::strtol(attr(attrs, "topk", "-1").c_str(), nullptr, 10));
-  p->coord_start = static_cast<int>(std::strtol(attr(attrs, "coord_start", "2").c_str(), nullptr, 10));
-  p->score_index = static_cast<int>(std::strtol(attr(attrs, "score_index", "1").c_str(), nullptr, 10));
-  p->id_index = static_cast<int>(std::strtol(attr(attrs, "id_index", "-1").c_str(), nullptr, 10));
-  p->background_id = static_cast<int>(std::strtol(attr(attrs, "background_id", "-1").c_str(), nullptr, 10));
-  const std::string force = attr(attrs, "force_suppress", "False");
-  p->force_suppress = force == "True" || force == "true" || force == "1";
+  p->overlap_thresh = float_attr(attrs, "overlap_thresh", 0.5f);
+  p->valid_thresh = float_attr(attrs, "valid_thresh", 0.f);
+  p->topk = int_attr(attrs, "topk", -1);
+  p->coord_start = int_attr(attrs, "coord_start", 2);
+  p->score_index = int_attr(attrs, "score_index", 1);
+  p->id_index = int_attr(attrs, "id_index", -1);
+  p->background_id = int_attr(attrs, "background_id", -1);
+  p->force_suppress = bool_attr(attrs, "force_suppress", false);
   const std::string in_format = attr(attrs, "in_format", "corner"), out_format = attr(attrs, "out_format", "corner");
   if (in_format != out_format || (in_format != "corner" && in_format != "center")) {
     MX_ERROR_MSG << "BoxNMSCPU: in_format and out_format must be the same, corner or center; got " << in_format
@@ -152,7 +137,7 @@ MXReturnValue forward(const Attrs& attrs, std::vector<MXTensor>* inputs, std::ve
   const MXTensor& data = inputs->at(0);
   const Layout l = layout(data);
   if (!check_width(p, l.width)) return MX_FAIL;
-  const float* in = static_cast<const float*>(data.data_ptr);
+  const float* in = floats(data);
   float* out = outputs->at(0).data<float>();
   std::fill(out, out + l.batches * l.num * l.width, -1.f);
 #pragma omp parallel for schedule(dynamic)
@@ -174,8 +159,8 @@ MXReturnValue backward(const Attrs& attrs, std::vector<MXTensor>* inputs, std::v
   if (!parse(attrs, &p)) return MX_FAIL;
   const MXTensor& data = inputs->at(1);
   const Layout l = layout(data);
-  const float* grad_out = static_cast<const float*>(inputs->at(0).data_ptr);
-  const float* in = static_cast<const float*>(data.data_ptr);
+  const float* grad_out = floats(inputs->at(0));
+  const float* in = floats(data);
   float* grad_in = outputs->at(0).data<float>();
   std::fill(grad_in, grad_in + l.batches * l.num * l.width, 0.f);
 #pragma omp parallel for schedule(dynamic)
@@ -200,12 +185,7 @@ MXReturnValue parse_attrs(const Attrs& attrs, int* num_in, int* num_out) {
 }
 
 MXReturnValue infer_type(const Attrs&, std::vector<int>* in_types, std::vector<int>* out_types) {
-  if (in_types->at(0) != kFloat32) {
-    MX_ERROR_MSG << "BoxNMSCPU supports float32 only; the input is type " << in_types->at(0);
-    return MX_FAIL;
-  }
-  out_types->at(0) = kFloat32;
-  return MX_SUCCESS;
+  return float32_only("BoxNMSCPU", *in_types, out_types);
 }
 
 MXReturnValue infer_shape(const Attrs& attrs, std::vector<std::vector<unsigned int>>* in_shapes,

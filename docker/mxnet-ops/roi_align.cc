@@ -17,18 +17,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
-#include "mxnet/lib_api.h"
+#include "common.h"
 
-using mxnet::ext::kFloat32;
-using mxnet::ext::MX_FAIL;
-using mxnet::ext::MX_SUCCESS;
-using mxnet::ext::MXReturnValue;
-using mxnet::ext::MXTensor;
-using mxnet::ext::OpResource;
-using Attrs = std::unordered_map<std::string, std::string>;
+using namespace mxnet_ops;
 
 namespace {
 
@@ -54,30 +47,23 @@ std::vector<long> integers_in(const std::string& text) {  // "(14, 14)" -> {14, 
   return values;
 }
 
-bool truthy(const std::string& text) { return text == "True" || text == "true" || text == "1"; }
-
 bool parse(const Attrs& attrs, Params* params) {
-  auto size = attrs.find("pooled_size");
-  auto scale = attrs.find("spatial_scale");
-  if (size == attrs.end() || scale == attrs.end()) {
+  if (!attrs.count("pooled_size") || !attrs.count("spatial_scale")) {
     MX_ERROR_MSG << "ROIAlignCPU needs pooled_size and spatial_scale";
     return false;
   }
-  std::vector<long> pooled = integers_in(size->second);
+  std::vector<long> pooled = integers_in(attrs.at("pooled_size"));
   if (pooled.size() == 1) pooled.push_back(pooled[0]);
   if (pooled.size() != 2 || pooled[0] <= 0 || pooled[1] <= 0) {
-    MX_ERROR_MSG << "ROIAlignCPU: pooled_size must be one or two positive integers, got " << size->second;
+    MX_ERROR_MSG << "ROIAlignCPU: pooled_size must be one or two positive integers, got " << attrs.at("pooled_size");
     return false;
   }
   params->pooled_h = static_cast<int>(pooled[0]);
   params->pooled_w = static_cast<int>(pooled[1]);
-  params->spatial_scale = std::strtof(scale->second.c_str(), nullptr);  // a float, as MXNet's parameter parser
-  auto ratio = attrs.find("sample_ratio");
-  if (ratio != attrs.end()) params->sample_ratio = static_cast<int>(std::strtol(ratio->second.c_str(), nullptr, 10));
-  auto aligned = attrs.find("aligned");
-  if (aligned != attrs.end()) params->aligned = truthy(aligned->second);
-  auto sensitive = attrs.find("position_sensitive");
-  if (sensitive != attrs.end() && truthy(sensitive->second)) {
+  params->spatial_scale = float_attr(attrs, "spatial_scale", 0.f);
+  params->sample_ratio = int_attr(attrs, "sample_ratio", -1);
+  params->aligned = bool_attr(attrs, "aligned", false);
+  if (bool_attr(attrs, "position_sensitive", false)) {
     MX_ERROR_MSG << "ROIAlignCPU does not support position_sensitive: use mx.contrib.ROIAlign";
     return false;
   }
@@ -161,8 +147,6 @@ RoiGrid roi_grid(const float* roi, int roi_cols, const Params& p, int height, in
   }
   return grid;
 }
-
-const float* floats(const MXTensor& t) { return static_cast<const float*>(t.data_ptr); }
 
 std::vector<RoiGrid> roi_grids(const MXTensor& rois, const Params& p, int height, int width) {
   const int num_rois = static_cast<int>(rois.shape[0]), cols = static_cast<int>(rois.shape[1]);
@@ -264,14 +248,7 @@ MXReturnValue parse_attrs(const Attrs& attrs, int* num_in, int* num_out) {
 }
 
 MXReturnValue infer_type(const Attrs&, std::vector<int>* in_types, std::vector<int>* out_types) {
-  for (size_t i = 0; i < in_types->size(); i++) {
-    if (in_types->at(i) != kFloat32) {
-      MX_ERROR_MSG << "ROIAlignCPU supports float32 only; input " << i << " is type " << in_types->at(i);
-      return MX_FAIL;
-    }
-  }
-  out_types->at(0) = kFloat32;
-  return MX_SUCCESS;
+  return float32_only("ROIAlignCPU", *in_types, out_types);
 }
 
 MXReturnValue infer_shape(const Attrs& attrs, std::vector<std::vector<unsigned int>>* in_shapes,

@@ -170,3 +170,11 @@ def test_what_the_images_operators_do_not_support_stays_mxnets(mx):
     block = Block()
     block.hybridize()
     assert graph_operators(mx, block) == {"_contrib_ROIAlign", "_contrib_box_nms"}
+
+
+def test_other_types_are_refused_with_the_operators_name(mx):
+    with pytest.raises(mx.base.MXNetError, match="BoxNMSCPU supports float32 only; input 0 is type"):
+        mx.nd.BoxNMSCPU(mx.nd.ones((1, 3, 5), dtype="float64"), coord_start=1, score_index=0).wait_to_read()
+    with pytest.raises(mx.base.MXNetError, match="ROIAlignCPU supports float32 only; input 0 is type"):
+        mx.nd.ROIAlignCPU(mx.nd.ones((1, 1, 4, 4), dtype="float16"), mx.nd.ones((1, 5), dtype="float16"),
+                          pooled_size=(2, 2), spatial_scale=1.0).wait_to_read()
