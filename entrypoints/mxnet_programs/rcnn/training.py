@@ -64,7 +64,7 @@ class RcnnTraining:
         # On CPU, the image's operators in place of MXNet's ROIAlign and box_nms: the same values, in less time.
         # float32 only (amp casts the network to float16).
         routed = config.cpu_ops and not num_gpus and not config.amp and cpu_ops.route(mx)
-        self.cpu_ops = ",".join(cpu_ops.OPERATORS) if routed else "none"
+        self.cpu_ops_in_use = ",".join(cpu_ops.OPERATORS) if routed else "none"
         self.per_rank_batch = config.batch_size * len(self.ctx)
         self.global_batch = self.per_rank_batch * session.size
         self.base_lr = config.lr * self.global_batch / cli.LR_REFERENCE_BATCH
@@ -227,7 +227,7 @@ class RcnnTraining:
               f"static_alloc={config.static_alloc} "
               f"clip_gradient={config.clip_gradient if config.clip_gradient > 0 else 'none'} "
               f"bias_decay={config.bias_decay} amp={config.amp} "
-              f"loader_workers={config.num_workers} cpu_ops={self.cpu_ops}")
+              f"loader_workers={config.num_workers} cpu_ops={self.cpu_ops_in_use}")
         s.log(self.train_data.describe())
         s.log(f"{model.prog}: {inputs.describe_classes(self.train_data)}")
         s.log(f"{model.prog}: {self.shard.describe()}")
